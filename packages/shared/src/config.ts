@@ -1,0 +1,94 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+/**
+ * The whole configuration, parsed once from the environment at the entry
+ * point (server or CLI) and passed down as typed options. Nothing below the
+ * entry point reads `process.env`.
+ */
+
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const optionalUrl = z
+  .string()
+  .trim()
+  .transform((s) => (s === '' ? undefined : s))
+  .pipe(z.url().optional())
+  .optional();
+const optionalString = z
+  .string()
+  .trim()
+  .transform((s) => (s === '' ? undefined : s))
+  .optional();
+const bool = (def: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+    .default(def ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+export const ConfigSchema = z.object({
+  PORT: int(4000).pipe(z.number().max(65535)),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  INGEST_MAX_BODY_BYTES: int(10 * 1024 * 1024, 1),
+  FLUSH_INTERVAL_MS: int(1000, 1),
+  FLUSH_MAX_ROWS: int(10_000, 1),
+  FLUSH_TIMEOUT_MS: int(30_000, 1),
+  DRAIN_GRACE_MS: int(5000),
+  DRAIN_TIMEOUT_MS: int(30_000),
+  INGEST_DURABILITY: z.enum(['fsync', 'memory']).default('fsync'),
+  BUFFER_MAX_BYTES: int(1024 * 1024 * 1024, 1),
+  MAX_CONCURRENT_BODIES: int(64, 1),
+  HEADERS_TIMEOUT_MS: int(10_000, 1),
+  REQUEST_TIMEOUT_MS: int(60_000, 1),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_PRETTY: bool(false),
+  METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  CLICKHOUSE_URL: optionalUrl,
+  DATABASE_URL: optionalUrl,
+  REDIS_URL: optionalUrl,
+  PRICE_CATALOG_FILE: optionalString,
+  TRACE_INGEST_INIT_ORG: optionalString,
+  TRACE_INGEST_INIT_API_KEY: optionalString,
+});
+
+export type RawConfig = z.infer<typeof ConfigSchema>;
+
+export interface Config extends RawConfig {
+  /** DATA_DIR resolved to an absolute path. */
+  dataDir: string;
+  sqliteFile: string;
+  duckdbFile: string;
+  walDir: string;
+  adminSocket: string;
+}
+
+/** Parse the environment; throws ConfigError naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined>, cwd = process.cwd()): Config {
+  const picked: Record<string, string> = {};
+  for (const key of Object.keys(ConfigSchema.shape)) {
+    const v = env[key];
+    if (v !== undefined && v !== '') picked[key] = v;
+  }
+  const r = ConfigSchema.safeParse(picked);
+  if (!r.success) {
+    const lines = r.error.issues.map((i) => {
+      const name = String(i.path[0] ?? '?');
+      // Never echo values of variables that can hold credentials.
+      const secret = /URL|KEY/.test(name);
+      const shown = secret || picked[name] === undefined ? '' : ` (got ${JSON.stringify(picked[name])})`;
+      return `${name}: ${i.message}${shown}`;
+    });
+    throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
+  }
+  const c = r.data;
+  const dataDir = path.resolve(cwd, c.DATA_DIR);
+  return {
+    ...c,
+    dataDir,
+    sqliteFile: path.join(dataDir, 'trace-ingest.sqlite'),
+    duckdbFile: path.join(dataDir, 'spans.duckdb'),
+    walDir: path.join(dataDir, 'wal'),
+    adminSocket: path.join(dataDir, 'admin.sock'),
+  };
+}

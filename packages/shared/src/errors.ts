@@ -1,0 +1,150 @@
+import type { ValidationIssue } from './schema.js';
+
+/**
+ * The one base class of every error the service answers with. A handler
+ * throws; a single error middleware turns it into the HTTP answer, so the
+ * mapping from condition to status lives here and nowhere else.
+ */
+export class TiError extends Error {
+  readonly httpCode: number;
+  readonly code: string;
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(
+    httpCode: number,
+    code: string,
+    message: string,
+    options?: { cause?: unknown; headers?: Record<string, string> },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.httpCode = httpCode;
+    this.code = code;
+    this.headers = options?.headers ?? {};
+  }
+
+  /** The JSON body sent to the caller. Never includes the cause. */
+  toBody(): Record<string, unknown> {
+    return { error: this.message, code: this.code };
+  }
+}
+
+export class PayloadTooLargeError extends TiError {
+  constructor(limitBytes: number) {
+    super(413, 'TI_ERR_PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limitBytes} bytes (INGEST_MAX_BODY_BYTES); send smaller batches`);
+  }
+}
+
+export class UnauthorizedError extends TiError {
+  constructor(message = 'missing, invalid or revoked API key: send it as "Authorization: Bearer <key>" or "x-api-key: <key>"') {
+    super(401, 'TI_ERR_UNAUTHORIZED', message);
+  }
+}
+
+export class RateLimitedError extends TiError {
+  readonly retryAfterSeconds: number;
+  constructor(retryAfterSeconds: number, limitRps: number) {
+    const s = Math.max(1, Math.ceil(retryAfterSeconds));
+    super(429, 'TI_ERR_RATE_LIMITED', `rate limit of ${limitRps} requests per second for this API key exceeded; retry after ${s} s`, {
+      headers: { 'Retry-After': String(s) },
+    });
+    this.retryAfterSeconds = s;
+  }
+}
+
+export class QuotaExceededError extends TiError {
+  constructor(monthlySpans: number) {
+    super(429, 'TI_ERR_QUOTA_EXCEEDED', `monthly span quota of ${monthlySpans} spans is exceeded for this organization; upgrade the plan to send more this month`);
+  }
+}
+
+export class InvalidJsonError extends TiError {
+  constructor(detail: string) {
+    super(400, 'TI_ERR_INVALID_JSON', `request body is not valid JSON: ${detail}`);
+  }
+}
+
+export class ValidationError extends TiError {
+  readonly issues: ValidationIssue[];
+  constructor(issues: ValidationIssue[]) {
+    const first = issues[0];
+    const summary = first === undefined ? 'payload does not match the v1 schema' : `${first.path}: ${first.message}`;
+    super(400, 'TI_ERR_VALIDATION', `payload failed validation (${issues.length} issue${issues.length === 1 ? '' : 's'}); first: ${summary}`);
+    this.issues = issues;
+  }
+  override toBody(): Record<string, unknown> {
+    return { ...super.toBody(), issues: this.issues };
+  }
+}
+
+export class BadRequestError extends TiError {
+  constructor(code: string, message: string) {
+    super(400, code, message);
+  }
+}
+
+export class NotFoundError extends TiError {
+  constructor(message: string) {
+    super(404, 'TI_ERR_NOT_FOUND', message);
+  }
+}
+
+export class MethodNotAllowedError extends TiError {
+  constructor(method: string, path: string, allowed: readonly string[]) {
+    super(405, 'TI_ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
+      headers: { Allow: allowed.join(', ') },
+    });
+  }
+}
+
+export class DrainingError extends TiError {
+  constructor() {
+    super(503, 'TI_ERR_DRAINING', 'server is shutting down and accepts no new batches; retry against another replica or after restart', {
+      headers: { 'Retry-After': '1' },
+    });
+  }
+}
+
+export class BufferFullError extends TiError {
+  constructor(retryAfterSeconds: number) {
+    super(503, 'TI_ERR_BUFFER_FULL', 'write buffer is full while the span store catches up; retry later', {
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+    });
+  }
+}
+
+export class ServiceUnavailableError extends TiError {
+  constructor(message: string, retryAfterSeconds = 1, cause?: unknown) {
+    super(503, 'TI_ERR_UNAVAILABLE', message, { cause, headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) } });
+  }
+}
+
+export class InternalError extends TiError {
+  constructor(cause?: unknown) {
+    super(500, 'TI_ERR_INTERNAL', 'internal error; the batch was not accepted, retry it', { cause });
+  }
+}
+
+/** Bad configuration: the process cannot start. The message names the variable. */
+export class ConfigError extends TiError {
+  constructor(message: string) {
+    super(500, 'TI_ERR_CONFIG', message);
+  }
+}
+
+/** A CLI or admin request names something that does not exist or conflicts. */
+export class UsageError extends TiError {
+  constructor(message: string, code = 'TI_ERR_USAGE') {
+    super(400, code, message);
+  }
+}
+
+export class ConflictError extends TiError {
+  constructor(message: string) {
+    super(409, 'TI_ERR_CONFLICT', message);
+  }
+}
+
+export function isTiError(e: unknown): e is TiError {
+  return e instanceof TiError;
+}

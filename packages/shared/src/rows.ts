@@ -1,0 +1,320 @@
+import type { IngestPayload, Metadata, Span, Trace } from './schema.js';
+
+/**
+ * The `spans` table contract: one row per span, the trace's fields copied
+ * onto it. Column names are the same in every span store; ops query them.
+ *
+ * Conventions, the same in every store:
+ * - Optional text is '' when absent (so it can sit in a sort key); optional
+ *   numbers are NULL when absent (0 is a real measurement).
+ * - Times are epoch milliseconds (Int64); `start_date` is the span's UTC day.
+ * - Costs are USD decimals with 18 fractional digits, carried as strings so no
+ *   binary float ever touches money.
+ * - A span is identified by (org_id, trace_id, span_id).
+ */
+export interface SpanRow {
+  org_id: string;
+  key_prefix: string;
+  received_at: number;
+  trace_id: string;
+  trace_name: string;
+  agent_name: string;
+  workflow_name: string;
+  workflow_run_id: string;
+  session_id: string;
+  customer_id: string;
+  customer_name: string;
+  customer_image_url: string;
+  trace_metadata_keys: string[];
+  trace_metadata_values: string[];
+  span_id: string;
+  parent_span_id: string;
+  span_type: string;
+  name: string;
+  start_time: number;
+  end_time: number;
+  start_date: string;
+  duration_ms: number;
+  status: string;
+  error_message: string;
+  provider: string;
+  model_id: string;
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+  reasoning_tokens: number;
+  cached_input_tokens: number;
+  cache_write_input_tokens: number;
+  image_count: number;
+  web_search_count: number;
+  request_count: number;
+  input_cost: string;
+  output_cost: string;
+  reasoning_cost: string;
+  cached_input_cost: string;
+  cache_write_input_cost: string;
+  image_cost: string;
+  web_search_cost: string;
+  request_cost: string;
+  total_cost: string;
+  priced: boolean;
+  price_source: string;
+  ttft_ms: number | null;
+  chunk_offsets: number[];
+  chunk_tokens: number[];
+  reasoning_offsets: number[];
+  reasoning_chunk_tokens: number[];
+  reasoning_duration_ms: number | null;
+  input: string;
+  output: string;
+  tool_catalog: string;
+  model_call_ms: number | null;
+  system_fingerprint: string;
+  safety_metadata: string;
+  sources: string;
+  rate_limit_requests_limit: number | null;
+  rate_limit_requests_remaining: number | null;
+  rate_limit_requests_reset_ms: number | null;
+  rate_limit_tokens_limit: number | null;
+  rate_limit_tokens_remaining: number | null;
+  rate_limit_tokens_reset_ms: number | null;
+  span_metadata_keys: string[];
+  span_metadata_values: string[];
+}
+
+export type ColumnKind = 'string' | 'int' | 'nullable_int' | 'nullable_float' | 'date' | 'decimal' | 'bool' | 'string_array' | 'int_array';
+
+/** Every column of `spans`, in table order, with its logical kind. Stores map kinds to their types. */
+export const SPAN_COLUMNS: ReadonlyArray<readonly [keyof SpanRow & string, ColumnKind]> = [
+  ['org_id', 'string'],
+  ['key_prefix', 'string'],
+  ['received_at', 'int'],
+  ['trace_id', 'string'],
+  ['trace_name', 'string'],
+  ['agent_name', 'string'],
+  ['workflow_name', 'string'],
+  ['workflow_run_id', 'string'],
+  ['session_id', 'string'],
+  ['customer_id', 'string'],
+  ['customer_name', 'string'],
+  ['customer_image_url', 'string'],
+  ['trace_metadata_keys', 'string_array'],
+  ['trace_metadata_values', 'string_array'],
+  ['span_id', 'string'],
+  ['parent_span_id', 'string'],
+  ['span_type', 'string'],
+  ['name', 'string'],
+  ['start_time', 'int'],
+  ['end_time', 'int'],
+  ['start_date', 'date'],
+  ['duration_ms', 'int'],
+  ['status', 'string'],
+  ['error_message', 'string'],
+  ['provider', 'string'],
+  ['model_id', 'string'],
+  ['input_tokens', 'int'],
+  ['output_tokens', 'int'],
+  ['total_tokens', 'int'],
+  ['reasoning_tokens', 'int'],
+  ['cached_input_tokens', 'int'],
+  ['cache_write_input_tokens', 'int'],
+  ['image_count', 'int'],
+  ['web_search_count', 'int'],
+  ['request_count', 'int'],
+  ['input_cost', 'decimal'],
+  ['output_cost', 'decimal'],
+  ['reasoning_cost', 'decimal'],
+  ['cached_input_cost', 'decimal'],
+  ['cache_write_input_cost', 'decimal'],
+  ['image_cost', 'decimal'],
+  ['web_search_cost', 'decimal'],
+  ['request_cost', 'decimal'],
+  ['total_cost', 'decimal'],
+  ['priced', 'bool'],
+  ['price_source', 'string'],
+  ['ttft_ms', 'nullable_float'],
+  ['chunk_offsets', 'int_array'],
+  ['chunk_tokens', 'int_array'],
+  ['reasoning_offsets', 'int_array'],
+  ['reasoning_chunk_tokens', 'int_array'],
+  ['reasoning_duration_ms', 'nullable_int'],
+  ['input', 'string'],
+  ['output', 'string'],
+  ['tool_catalog', 'string'],
+  ['model_call_ms', 'nullable_int'],
+  ['system_fingerprint', 'string'],
+  ['safety_metadata', 'string'],
+  ['sources', 'string'],
+  ['rate_limit_requests_limit', 'nullable_int'],
+  ['rate_limit_requests_remaining', 'nullable_int'],
+  ['rate_limit_requests_reset_ms', 'nullable_int'],
+  ['rate_limit_tokens_limit', 'nullable_int'],
+  ['rate_limit_tokens_remaining', 'nullable_int'],
+  ['rate_limit_tokens_reset_ms', 'nullable_int'],
+  ['span_metadata_keys', 'string_array'],
+  ['span_metadata_values', 'string_array'],
+];
+
+export const SPAN_COLUMN_NAMES: readonly string[] = SPAN_COLUMNS.map(([n]) => n);
+
+/** The cost columns of one span, decimal strings in USD. */
+export interface SpanCosts {
+  input_cost: string;
+  output_cost: string;
+  reasoning_cost: string;
+  cached_input_cost: string;
+  cache_write_input_cost: string;
+  image_cost: string;
+  web_search_cost: string;
+  request_cost: string;
+  total_cost: string;
+  priced: boolean;
+  /** Where the unit prices came from: `catalog:<version>`, `override:<id>`, or '' when unpriced. */
+  price_source: string;
+}
+
+export const ZERO_COST = '0';
+
+export const UNPRICED: Readonly<SpanCosts> = Object.freeze({
+  input_cost: ZERO_COST,
+  output_cost: ZERO_COST,
+  reasoning_cost: ZERO_COST,
+  cached_input_cost: ZERO_COST,
+  cache_write_input_cost: ZERO_COST,
+  image_cost: ZERO_COST,
+  web_search_cost: ZERO_COST,
+  request_cost: ZERO_COST,
+  total_cost: ZERO_COST,
+  priced: false,
+  price_source: '',
+});
+
+/** Prices one span. The org is the one the API key belongs to. */
+export type SpanPricer = (span: Span, orgId: string) => SpanCosts;
+
+export const noPricing: SpanPricer = () => UNPRICED;
+
+export interface RowContext {
+  orgId: string;
+  keyPrefix: string;
+  receivedAt: number;
+}
+
+const DAY_MS = 86_400_000;
+
+/** UTC calendar day of an epoch-ms instant as YYYY-MM-DD. */
+export function utcDay(ms: number): string {
+  return new Date(Math.floor(ms / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
+}
+
+function metaKeys(m: Metadata | undefined): string[] {
+  return m === undefined ? [] : Object.keys(m);
+}
+function metaValues(m: Metadata | undefined): string[] {
+  if (m === undefined) return [];
+  const out: string[] = [];
+  for (const k of Object.keys(m)) out.push(m[k] as string);
+  return out;
+}
+
+export function spanToRow(trace: Trace, span: Span, ctx: RowContext, costs: SpanCosts): SpanRow {
+  const u = span.usage;
+  const rl = span.rateLimit;
+  return {
+    org_id: ctx.orgId,
+    key_prefix: ctx.keyPrefix,
+    received_at: ctx.receivedAt,
+    trace_id: trace.traceId,
+    trace_name: trace.traceName ?? '',
+    agent_name: trace.agentName ?? '',
+    workflow_name: trace.workflowName ?? '',
+    workflow_run_id: trace.workflowRunId ?? '',
+    session_id: trace.sessionId ?? '',
+    customer_id: trace.customer?.id ?? '',
+    customer_name: trace.customer?.name ?? '',
+    customer_image_url: trace.customer?.imageUrl ?? '',
+    trace_metadata_keys: metaKeys(trace.metadata),
+    trace_metadata_values: metaValues(trace.metadata),
+    span_id: span.spanId,
+    parent_span_id: span.parentSpanId ?? '',
+    span_type: span.spanType,
+    name: span.name,
+    start_time: span.startTime,
+    end_time: span.endTime,
+    start_date: utcDay(span.startTime),
+    duration_ms: span.endTime - span.startTime,
+    status: span.status ?? 'ok',
+    error_message: span.errorMessage ?? '',
+    provider: span.provider ?? '',
+    model_id: span.modelId ?? '',
+    input_tokens: u?.inputTokens ?? 0,
+    output_tokens: u?.outputTokens ?? 0,
+    total_tokens: u?.totalTokens ?? 0,
+    reasoning_tokens: u?.reasoningTokens ?? 0,
+    cached_input_tokens: u?.cachedInputTokens ?? 0,
+    cache_write_input_tokens: u?.cacheWriteInputTokens ?? 0,
+    image_count: u?.imageCount ?? 0,
+    web_search_count: u?.webSearchCount ?? 0,
+    request_count: u?.requestCount ?? 0,
+    input_cost: costs.input_cost,
+    output_cost: costs.output_cost,
+    reasoning_cost: costs.reasoning_cost,
+    cached_input_cost: costs.cached_input_cost,
+    cache_write_input_cost: costs.cache_write_input_cost,
+    image_cost: costs.image_cost,
+    web_search_cost: costs.web_search_cost,
+    request_cost: costs.request_cost,
+    total_cost: costs.total_cost,
+    priced: costs.priced,
+    price_source: costs.price_source,
+    ttft_ms: span.ttftMs ?? null,
+    chunk_offsets: span.chunkOffsets ?? [],
+    chunk_tokens: span.chunkTokens ?? [],
+    reasoning_offsets: span.reasoningOffsets ?? [],
+    reasoning_chunk_tokens: span.reasoningChunkTokens ?? [],
+    reasoning_duration_ms: span.reasoningDurationMs ?? null,
+    input: span.input ?? '',
+    output: span.output ?? '',
+    tool_catalog: span.toolCatalog ?? '',
+    model_call_ms: span.modelCallMs ?? null,
+    system_fingerprint: span.systemFingerprint ?? '',
+    safety_metadata: span.safetyMetadata ?? '',
+    sources: span.sources ?? '',
+    rate_limit_requests_limit: rl?.requestsLimit ?? null,
+    rate_limit_requests_remaining: rl?.requestsRemaining ?? null,
+    rate_limit_requests_reset_ms: rl?.requestsResetMs ?? null,
+    rate_limit_tokens_limit: rl?.tokensLimit ?? null,
+    rate_limit_tokens_remaining: rl?.tokensRemaining ?? null,
+    rate_limit_tokens_reset_ms: rl?.tokensResetMs ?? null,
+    span_metadata_keys: metaKeys(span.metadata),
+    span_metadata_values: metaValues(span.metadata),
+  };
+}
+
+/** Number of spans in a validated payload. */
+export function countSpans(payload: IngestPayload): number {
+  let n = 0;
+  for (const t of payload.traces) n += t.spans.length;
+  return n;
+}
+
+/** All rows of a validated payload, priced by `price`. */
+export function payloadToRows(payload: IngestPayload, ctx: RowContext, price: SpanPricer): SpanRow[] {
+  const rows: SpanRow[] = [];
+  for (const trace of payload.traces) {
+    for (const span of trace.spans) rows.push(spanToRow(trace, span, ctx, price(span, ctx.orgId)));
+  }
+  return rows;
+}
+
+/**
+ * The canonical line form of a row (the write log's and the stores' bulk-load
+ * format): one JSON object per line, keys in table order, decimals as strings.
+ */
+export function encodeRow(row: SpanRow): string {
+  return JSON.stringify(row);
+}
+
+export function decodeRow(line: string): SpanRow {
+  return JSON.parse(line) as SpanRow;
+}

@@ -1,0 +1,219 @@
+import { z } from 'zod';
+
+/**
+ * The v1 wire contract of `POST /ingest` (ingest-api-v1.md, section 2).
+ *
+ * String limits count Unicode code points, as JSON Schema's `maxLength` does,
+ * so the published OpenAPI document and this schema give the same verdict on
+ * text outside the Basic Multilingual Plane.
+ */
+
+export const LIMITS = {
+  tracesPerBatch: 1000,
+  spansPerTrace: 2000,
+  metadataEntries: 64,
+  metadataKeyChars: 128,
+  metadataValueChars: 1024,
+  chunkArrayItems: 200,
+} as const;
+
+/** Length in code points, computed only when the UTF-16 length could exceed it. */
+export function codePointLength(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    // A high surrogate followed by a low one is one code point.
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+function text(max: number, min = 0) {
+  let s = z.string();
+  if (min > 0) s = s.min(min, { message: `must be at least ${min} character${min === 1 ? '' : 's'} long` });
+  return s
+    .refine((v) => v.length <= max || codePointLength(v) <= max, {
+      message: `must be at most ${max} characters long`,
+      abort: true,
+    })
+    .meta({ maxLength: max });
+}
+
+const count = z.int().min(0, { message: 'must be an integer >= 0' });
+
+export const MetadataSchema = z
+  .record(text(LIMITS.metadataKeyChars), text(LIMITS.metadataValueChars))
+  .refine((m) => Object.keys(m).length <= LIMITS.metadataEntries, {
+    message: `must have at most ${LIMITS.metadataEntries} entries`,
+  })
+  .meta({
+    maxProperties: LIMITS.metadataEntries,
+    description: `Free-form string-to-string map: at most ${LIMITS.metadataEntries} entries, keys at most ${LIMITS.metadataKeyChars} characters, values at most ${LIMITS.metadataValueChars} characters.`,
+  });
+
+export const CustomerSchema = z
+  .strictObject({
+    id: text(128, 1),
+    name: text(256).optional(),
+    imageUrl: z
+      .url({ message: 'must be an absolute URI' })
+      .refine((v) => v.length <= 2048 || codePointLength(v) <= 2048, { message: 'must be at most 2048 characters long' })
+      .meta({ maxLength: 2048, format: 'uri' })
+      .optional(),
+  })
+  .meta({ description: 'The end customer the call serves, used for per-customer cost attribution.' });
+
+export const UsageSchema = z
+  .strictObject({
+    inputTokens: count.optional().meta({ description: 'Uncached input tokens (excludes cachedInputTokens and cacheWriteInputTokens). Priced at the input rate.' }),
+    outputTokens: count.optional().meta({ description: 'Output tokens excluding reasoningTokens. Priced at the output rate.' }),
+    totalTokens: count.optional().meta({ description: 'Stored as sent; not priced.' }),
+    reasoningTokens: count.optional().meta({ description: 'Reasoning tokens, disjoint from outputTokens. Priced at the reasoning rate, else the output rate.' }),
+    cachedInputTokens: count.optional().meta({ description: 'Input tokens read from the prompt cache, disjoint from inputTokens. Priced at the cache-read rate.' }),
+    cacheWriteInputTokens: count.optional().meta({ description: 'Input tokens written to the prompt cache, disjoint from inputTokens. Priced at the cache-write rate.' }),
+    imageCount: count.optional().meta({ description: 'Images generated or read; priced per image.' }),
+    webSearchCount: count.optional().meta({ description: 'Web search calls; priced per call.' }),
+    requestCount: count.optional().meta({ description: 'Requests; priced per request.' }),
+  })
+  .meta({ description: 'Token and request counts. Each count is a disjoint bucket priced independently with its own unit price.' });
+
+export const RateLimitSchema = z.strictObject({
+  requestsLimit: count.optional(),
+  requestsRemaining: count.optional(),
+  requestsResetMs: count.optional(),
+  tokensLimit: count.optional(),
+  tokensRemaining: count.optional(),
+  tokensResetMs: count.optional(),
+});
+
+const chunkArray = z.array(count).max(LIMITS.chunkArrayItems, { message: `must have at most ${LIMITS.chunkArrayItems} items` });
+
+export const SpanTypeSchema = z.enum(['agent', 'llm', 'tool', 'embedding', 'other']);
+export const SpanStatusSchema = z.enum(['ok', 'error']);
+
+export const SpanSchema = z
+  .strictObject({
+    spanId: text(128, 1),
+    parentSpanId: text(128, 1).optional(),
+    spanType: SpanTypeSchema,
+    name: text(512),
+    startTime: count.meta({ description: 'Epoch milliseconds.' }),
+    endTime: count.meta({ description: 'Epoch milliseconds; >= startTime.' }),
+    status: SpanStatusSchema.optional(),
+    errorMessage: text(8192).optional(),
+    provider: text(128).optional(),
+    modelId: text(256).optional(),
+    usage: UsageSchema.optional(),
+    ttftMs: z.number().min(0, { message: 'must be >= 0' }).optional(),
+    chunkOffsets: chunkArray.optional(),
+    chunkTokens: chunkArray.optional(),
+    reasoningOffsets: chunkArray.optional(),
+    reasoningChunkTokens: chunkArray.optional(),
+    reasoningDurationMs: count.optional(),
+    input: text(1_000_000).optional(),
+    output: text(1_000_000).optional(),
+    toolCatalog: text(1_000_000).optional(),
+    modelCallMs: count.optional(),
+    systemFingerprint: text(256).optional(),
+    safetyMetadata: text(16384).optional(),
+    sources: text(1_000_000).optional(),
+    rateLimit: RateLimitSchema.optional(),
+    metadata: MetadataSchema.optional(),
+  })
+  .refine((s) => s.endTime >= s.startTime, { message: 'must be >= startTime', path: ['endTime'] });
+
+export const TraceSchema = z
+  .strictObject({
+    traceId: text(128, 1),
+    traceName: text(256).optional(),
+    agentName: text(256).optional(),
+    workflowName: text(256).optional(),
+    workflowRunId: text(128).optional(),
+    sessionId: text(128).optional(),
+    customer: CustomerSchema.optional(),
+    metadata: MetadataSchema.optional(),
+    spans: z
+      .array(SpanSchema)
+      .min(1, { message: 'must have at least 1 span' })
+      .max(LIMITS.spansPerTrace, { message: `must have at most ${LIMITS.spansPerTrace} spans` }),
+  })
+  .superRefine((t, ctx) => {
+    if (t.traceName === undefined && t.agentName === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'at least one of traceName or agentName is required', path: ['traceName'] });
+    }
+    if ((t.workflowName === undefined) !== (t.workflowRunId === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'workflowName and workflowRunId must be given together',
+        path: [t.workflowName === undefined ? 'workflowName' : 'workflowRunId'],
+      });
+    }
+  });
+
+export const IngestPayloadSchema = z.strictObject({
+  version: z.literal('v1', { message: "must be the constant 'v1'" }),
+  traces: z
+    .array(TraceSchema)
+    .min(1, { message: 'must have at least 1 trace' })
+    .max(LIMITS.tracesPerBatch, { message: `must have at most ${LIMITS.tracesPerBatch} traces` }),
+});
+
+export type IngestPayload = z.infer<typeof IngestPayloadSchema>;
+export type Trace = z.infer<typeof TraceSchema>;
+export type Span = z.infer<typeof SpanSchema>;
+export type Usage = z.infer<typeof UsageSchema>;
+export type Customer = z.infer<typeof CustomerSchema>;
+export type Metadata = z.infer<typeof MetadataSchema>;
+export type SpanType = z.infer<typeof SpanTypeSchema>;
+
+export const IngestAcceptedSchema = z.strictObject({
+  accepted: z.int().min(0).meta({ description: 'The number of span rows accepted.' }),
+});
+
+export const ErrorBodySchema = z.object({
+  error: z.string().meta({ description: 'What went wrong and what to fix.' }),
+  code: z.string().optional().meta({ description: 'Stable machine-readable code, e.g. TI_ERR_QUOTA_EXCEEDED.' }),
+  issues: z
+    .array(z.object({ path: z.string(), message: z.string() }).loose())
+    .optional()
+    .meta({ description: 'Present when schema validation failed.' }),
+});
+
+export interface ValidationIssue {
+  /** e.g. `traces[0].spans[3].endTime` */
+  path: string;
+  message: string;
+  code?: string;
+}
+
+/** At most this many issues are reported for one body. */
+export const MAX_REPORTED_ISSUES = 50;
+
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) {
+    if (typeof p === 'number') out += `[${p}]`;
+    else out += out === '' ? String(p) : `.${String(p)}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+export type ValidationResult =
+  | { ok: true; value: IngestPayload }
+  | { ok: false; issues: ValidationIssue[] };
+
+/** Validate a parsed JSON value against the v1 contract with zod. */
+export function validatePayload(input: unknown): ValidationResult {
+  const r = IngestPayloadSchema.safeParse(input);
+  if (r.success) return { ok: true, value: r.data };
+  const issues = r.error.issues.slice(0, MAX_REPORTED_ISSUES).map((i) => ({
+    path: formatPath(i.path),
+    message: i.message,
+    code: i.code,
+  }));
+  return { ok: false, issues };
+}

@@ -1,0 +1,35 @@
+/**
+ * Where span rows end up: embedded DuckDB by default, ClickHouse when
+ * CLICKHOUSE_URL is set. Both hold the `spans` table of `@trace-ingest/shared/rows`.
+ */
+
+export type QueryRow = Record<string, unknown>;
+
+export interface SpanStore {
+  readonly kind: 'duckdb' | 'clickhouse';
+  /** Connects and applies pending migrations. */
+  start(): Promise<void>;
+  close(): Promise<void>;
+  /** Throws when the store cannot be reached. */
+  ping(): Promise<void>;
+
+  /**
+   * Inserts rows given in the canonical line form (`encodeRow`, one per
+   * line). Idempotent on (org_id, trace_id, span_id) as seen by the
+   * one-row-per-span query form: a replayed or retried insert never shows a
+   * span twice. Throws SpanStoreRejectedError when the store refuses the data
+   * itself (retrying cannot help), any other error when it may be transient.
+   */
+  insertLines(lines: Buffer, rowCount: number): Promise<void>;
+
+  /** Read-only query for reports; values bound, never concatenated. */
+  query(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
+}
+
+/** The store refused the rows themselves (schema mismatch, bad value): dead-letter them. */
+export class SpanStoreRejectedError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SpanStoreRejectedError';
+  }
+}
