@@ -1,3 +1,5 @@
+import { UsageError } from '@trace-ingest/shared/errors';
+
 /**
  * Orgs, plans, API keys and quota usage. SQLite by default, PostgreSQL when
  * DATABASE_URL is set; both implement this interface with one drizzle schema.
@@ -45,7 +47,44 @@ export interface CreatedKey extends ApiKeyInfo {
   key: string;
 }
 
+export interface PriceOverrideInput {
+  /** '' = every org. */
+  orgId: string;
+  /** '' = any provider. */
+  provider: string;
+  model: string;
+  /** Epoch ms from which the override is in force; 0 = always. */
+  validFrom: number;
+  inputPerMtok: string;
+  outputPerMtok: string;
+  cachedInputPerMtok: string | null;
+  cacheWriteInputPerMtok: string | null;
+  reasoningPerMtok: string | null;
+  imageEach: string | null;
+  webSearchEach: string | null;
+  requestEach: string | null;
+}
+
+export interface PriceOverrideRecord extends PriceOverrideInput {
+  id: string;
+  createdAt: number;
+}
+
+/** The plan every org gets unless told otherwise; created by the first migration run. */
+export const DEFAULT_PLAN = { name: 'default', monthlySpans: 100_000_000, rateLimitRps: 1000 } as const;
+
+/** Quotas and rates are non-negative integers; a rate of 0 would lock the org out, so it must be >= 1. */
+export function validatePlanNumbers(p: { monthlySpans?: number; rateLimitRps?: number }): void {
+  if (p.monthlySpans !== undefined && (!Number.isSafeInteger(p.monthlySpans) || p.monthlySpans < 0)) {
+    throw new UsageError(`monthly spans must be an integer >= 0 (got ${p.monthlySpans})`);
+  }
+  if (p.rateLimitRps !== undefined && (!Number.isSafeInteger(p.rateLimitRps) || p.rateLimitRps < 1)) {
+    throw new UsageError(`rate limit must be an integer >= 1 request per second (got ${p.rateLimitRps})`);
+  }
+}
+
 export interface KeyStore {
+  readonly kind: 'sqlite' | 'postgres';
   start(): Promise<void>;
   close(): Promise<void>;
   ping(): Promise<void>;
@@ -72,4 +111,14 @@ export interface KeyStore {
   getMonthUsage(orgId: string, month: string): Promise<number>;
   /** Adds n spans to the month's usage atomically; returns the new total. */
   addMonthUsage(orgId: string, month: string, n: number): Promise<number>;
+
+  hasKeyHash(sha256Hex: string): Promise<boolean>;
+
+  listPriceOverrides(): Promise<PriceOverrideRecord[]>;
+  /** Replaces the override with the same (org, provider, model, validFrom). */
+  setPriceOverride(input: PriceOverrideInput): Promise<PriceOverrideRecord>;
+  /** Removes matching overrides (all validFrom when omitted); returns how many. */
+  unsetPriceOverride(match: { orgId: string; provider: string; model: string; validFrom?: number }): Promise<number>;
+  /** Changes whenever overrides change, so a running server reloads them cheaply. */
+  priceOverridesVersion(): Promise<string>;
 }

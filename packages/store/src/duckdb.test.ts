@@ -1,0 +1,120 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { encodeRow, payloadToRows, UNPRICED, type SpanCosts } from '@trace-ingest/shared/rows';
+import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
+import { DuckDbSpanStore } from './duckdb.js';
+import { SpanStoreRejectedError } from './span-store.js';
+
+const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_000_000 };
+const priced: SpanCosts = {
+  input_cost: '0.000002500000000001',
+  output_cost: '0.00001',
+  reasoning_cost: '0',
+  cached_input_cost: '0',
+  cache_write_input_cost: '0',
+  image_cost: '0',
+  web_search_cost: '0',
+  request_cost: '0',
+  total_cost: '0.000012500000000001',
+  priced: true,
+  price_source: 'override:test',
+};
+
+function lines(rows: ReturnType<typeof payloadToRows>): Buffer {
+  return Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
+}
+
+describe('DuckDbSpanStore', () => {
+  let dir: string;
+  let store: DuckDbSpanStore;
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-duck-'));
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
+    await store.start();
+  });
+  afterEach(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('stores every column of a row and reads it back exactly', async () => {
+    const payload = makePayload({
+      traces: [
+        makeTrace({
+          traceId: 't-1',
+          agentName: 'agent ✓',
+          workflowName: 'wf',
+          workflowRunId: 'run-1',
+          sessionId: 's',
+          customer: { id: 'cust-1', name: 'Ünïcode 😀', imageUrl: 'https://x.test/a.png' },
+          metadata: { env: 'prod', "it's": 'a "quote"\n' },
+          spans: [
+            makeSpan({
+              spanId: 's-1',
+              modelId: 'gpt-4o',
+              provider: 'openai',
+              usage: { inputTokens: 1, outputTokens: 1 },
+              ttftMs: 12.5,
+              chunkOffsets: [1, 2],
+              chunkTokens: [3, 4],
+              rateLimit: { tokensRemaining: 9 },
+              input: 'x'.repeat(1_000_000),
+              metadata: { k: 'v' },
+            }),
+          ],
+        }),
+      ],
+    });
+    await store.insertLines(lines(payloadToRows(payload, ctx, () => priced)), 1);
+    const [row] = await store.query(
+      "SELECT *, total_cost::VARCHAR AS total_text, trace_metadata['env'] AS env, length(input) AS input_len FROM spans WHERE span_id = ?",
+      ['s-1'],
+    );
+    expect(row).toMatchObject({
+      org_id: 'org_a',
+      trace_id: 't-1',
+      agent_name: 'agent ✓',
+      workflow_run_id: 'run-1',
+      customer_name: 'Ünïcode 😀',
+      trace_metadata_keys: ['env', "it's"],
+      trace_metadata_values: ['prod', 'a "quote"\n'],
+      env: 'prod',
+      start_date: '2026-11-01',
+      duration_ms: '1000',
+      ttft_ms: 12.5,
+      chunk_offsets: ['1', '2'],
+      rate_limit_tokens_remaining: '9',
+      rate_limit_tokens_limit: null,
+      reasoning_duration_ms: null,
+      priced: true,
+      total_text: '0.000012500000000001',
+      input_len: '1000000',
+    });
+  });
+
+  it('shows a replayed batch once', async () => {
+    const rows = payloadToRows(makePayload({ traces: [makeTrace({ spans: [makeSpan(), makeSpan()] })] }), ctx, () => UNPRICED);
+    await store.insertLines(lines(rows), 2);
+    await store.insertLines(lines(rows), 2);
+    const [r] = await store.query('SELECT count(*)::INTEGER AS n FROM spans');
+    expect(r?.n).toBe(2);
+  });
+
+  it('rejects rows the table cannot hold with SpanStoreRejectedError', async () => {
+    const bad = Buffer.from(JSON.stringify({ org_id: 'o', start_time: 'not a number' }) + '\n');
+    await expect(store.insertLines(bad, 1)).rejects.toBeInstanceOf(SpanStoreRejectedError);
+  });
+
+  it('keeps rows across a restart', async () => {
+    const rows = payloadToRows(makePayload(), ctx, () => UNPRICED);
+    await store.insertLines(lines(rows), 1);
+    await store.close();
+    await store.close();
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
+    await store.start();
+    const [r] = await store.query('SELECT count(*)::INTEGER AS n FROM spans');
+    expect(r?.n).toBe(1);
+  });
+});

@@ -1,0 +1,78 @@
+
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+/** Orgs, plans, keys, usage and price overrides in the embedded SQLite key store. */
+
+export const plans = sqliteTable('plans', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull().unique(),
+  monthlySpans: integer('monthly_spans').notNull(),
+  rateLimitRps: integer('rate_limit_rps').notNull(),
+  createdAt: integer('created_at').notNull(),
+});
+
+export const orgs = sqliteTable('orgs', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull().unique(),
+  planId: text('plan_id')
+    .notNull()
+    .references(() => plans.id),
+  createdAt: integer('created_at').notNull(),
+});
+
+export const apiKeys = sqliteTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id')
+      .notNull()
+      .references(() => orgs.id),
+    name: text('name').notNull().default(''),
+    prefix: text('prefix').notNull(),
+    keyHash: text('key_hash').notNull().unique(),
+    createdAt: integer('created_at').notNull(),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [index('api_keys_org_idx').on(t.orgId), index('api_keys_prefix_idx').on(t.prefix)],
+);
+
+export const usageMonths = sqliteTable(
+  'usage_months',
+  {
+    orgId: text('org_id')
+      .notNull()
+      .references(() => orgs.id),
+    month: text('month').notNull(),
+    spans: integer('spans').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.orgId, t.month] })],
+);
+
+/** Money is kept as decimal text: SQLite has no exact decimal type. */
+export const priceOverrides = sqliteTable(
+  'price_overrides',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().default(''),
+    provider: text('provider').notNull().default(''),
+    model: text('model').notNull(),
+    validFrom: integer('valid_from').notNull().default(0),
+    inputPerMtok: text('input_per_mtok').notNull(),
+    outputPerMtok: text('output_per_mtok').notNull(),
+    cachedInputPerMtok: text('cached_input_per_mtok'),
+    cacheWriteInputPerMtok: text('cache_write_input_per_mtok'),
+    reasoningPerMtok: text('reasoning_per_mtok'),
+    imageEach: text('image_each'),
+    webSearchEach: text('web_search_each'),
+    requestEach: text('request_each'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('price_overrides_key_idx').on(t.orgId, t.provider, t.model, t.validFrom)],
+);
+
+/** Small key/value facts, e.g. a version bumped on every override change so replicas notice. */
+export const settings = sqliteTable('settings', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+});
+

@@ -1,0 +1,42 @@
+import type { IngestPayload, Span, Trace } from '@trace-ingest/shared/schema';
+
+/** Payload factories: pass the fields a test cares about, get a valid v1 object. */
+
+let seq = 0;
+const next = (): number => ++seq;
+
+export function makeSpan(partial: Partial<Span> = {}): Span {
+  const n = next();
+  return {
+    spanId: `span-${n}`,
+    spanType: 'llm',
+    name: `call-${n}`,
+    startTime: Date.UTC(2026, 10, 1, 12, 0, 0),
+    endTime: Date.UTC(2026, 10, 1, 12, 0, 1),
+    ...partial,
+  };
+}
+
+export function makeTrace(partial: Partial<Trace> = {}): Trace {
+  const n = next();
+  return {
+    traceId: `trace-${n}`,
+    traceName: `trace ${n}`,
+    spans: [makeSpan()],
+    ...partial,
+  };
+}
+
+export function makePayload(partial: Partial<IngestPayload> = {}): IngestPayload {
+  return { version: 'v1', traces: [makeTrace()], ...partial };
+}
+
+/** A payload of `traces` traces with `spansPerTrace` spans each, unique ids throughout. */
+export function makeBulkPayload(traces: number, spansPerTrace: number, spanPartial: Partial<Span> = {}): IngestPayload {
+  return {
+    version: 'v1',
+    traces: Array.from({ length: traces }, () =>
+      makeTrace({ spans: Array.from({ length: spansPerTrace }, () => makeSpan(spanPartial)) }),
+    ),
+  };
+}
