@@ -1,0 +1,43 @@
+import type { Config } from '@trace-ingest/shared/config';
+import type { KeyStore } from '@trace-ingest/store/key-store';
+import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
+import type { SpanStore } from '@trace-ingest/store/span-store';
+
+/** What an action works with; tests build it over a temp DATA_DIR. */
+export interface CliContext {
+  config: Config;
+  keys(): Promise<KeyStore>;
+  spans(): Promise<SpanStore>;
+  close(): Promise<void>;
+}
+
+export function createContext(config: Config): CliContext {
+  let keys: KeyStore | undefined;
+  let spans: SpanStore | undefined;
+  const opts = { sqliteFile: config.sqliteFile, duckdbFile: config.duckdbFile, databaseUrl: config.DATABASE_URL, clickhouseUrl: config.CLICKHOUSE_URL };
+  return {
+    config,
+    async keys() {
+      if (keys === undefined) {
+        const k = await createKeyStore(opts);
+        await k.start();
+        keys = k;
+      }
+      return keys;
+    },
+    async spans() {
+      if (spans === undefined) {
+        const s = await createSpanStore(opts);
+        await s.start();
+        spans = s;
+      }
+      return spans;
+    },
+    async close() {
+      await spans?.close();
+      await keys?.close();
+      spans = undefined;
+      keys = undefined;
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import { z } from 'zod';
+import { UsageError } from '@trace-ingest/shared/errors';
+
+/** Parses commander's raw option strings with zod; one clear line on failure. */
+export function parseOptions<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
+  const r = schema.safeParse(raw);
+  if (r.success) return r.data;
+  const msg = r.error.issues.map((i) => `${i.path.length > 0 ? `--${i.path.map(String).join('.').replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}` : 'input'}: ${i.message}`).join('; ');
+  throw new UsageError(msg);
+}
+
+export const nonNegativeInt = z
+  .string()
+  .regex(/^\d+$/, { message: 'must be a whole number >= 0' })
+  .transform(Number)
+  .pipe(z.number().int().max(Number.MAX_SAFE_INTEGER, { message: 'is too large' }));
+
+export const positiveInt = z
+  .string()
+  .regex(/^\d+$/, { message: 'must be a whole number >= 1' })
+  .transform(Number)
+  .pipe(z.number().int().min(1, { message: 'must be >= 1' }).max(Number.MAX_SAFE_INTEGER, { message: 'is too large' }));
+
+export const name = z
+  .string()
+  .trim()
+  .min(1, { message: 'must not be empty' })
+  .max(128, { message: 'must be at most 128 characters' })
+  .regex(/^[^\s\u0000-\u001f]+$/, { message: 'must not contain spaces or control characters' });

@@ -1,0 +1,68 @@
+import { Command } from 'commander';
+import { loadConfig } from '@trace-ingest/shared/config';
+import { TiError } from '@trace-ingest/shared/errors';
+import { migrate } from './actions/migrate.js';
+import { registerKeys } from './commands/keys.js';
+import { registerOrgs } from './commands/orgs.js';
+import { registerPlans } from './commands/plans.js';
+import { createContext, type CliContext } from './context.js';
+import { printJson, stdio, type Output } from './output.js';
+import type { Runner } from './runner.js';
+
+export interface ProgramDeps {
+  env: Record<string, string | undefined>;
+  out?: Output;
+  /** Builds the context; tests may pass their own. */
+  context?: () => CliContext;
+}
+
+/** The `trace-ingest` command tree. Reads the same environment variables as the server. */
+export function buildProgram(deps: ProgramDeps): Command {
+  const out = deps.out ?? stdio;
+  const run: Runner = async (fn) => {
+    let ctx: CliContext | undefined;
+    try {
+      ctx = deps.context?.() ?? createContext(loadConfig(deps.env));
+      await fn(ctx, out);
+    } catch (e) {
+      out.err(`trace-ingest: ${e instanceof TiError || e instanceof Error ? e.message : String(e)}`);
+      process.exitCode = 1;
+    } finally {
+      await ctx?.close().catch(() => undefined);
+    }
+  };
+  const program = new Command('trace-ingest')
+    .description('Operate a trace-ingest server: schema, plans, orgs, API keys and prices. Uses DATA_DIR, DATABASE_URL and CLICKHOUSE_URL like the server.')
+    .showHelpAfterError()
+    .configureOutput({ writeOut: (s) => out.out(s), writeErr: (s) => out.err(s) })
+    .exitOverride();
+
+  program
+    .command('migrate')
+    .description('create or upgrade the schema of the key store and the span store (idempotent)')
+    .option('--json', 'print JSON')
+    .action((raw: { json?: boolean }) =>
+      run(async (ctx, o) => {
+        const r = await migrate(ctx);
+        if (raw.json === true) printJson(o, r);
+        else o.out(`schema is up to date: key store ${r.keyStore}, span store ${r.spanStore}${r.spanStoreNote === undefined ? '' : ` (${r.spanStoreNote})`}`);
+      }),
+    );
+  registerPlans(program, run);
+  registerOrgs(program, run);
+  registerKeys(program, run);
+  return program;
+}
+
+export async function runCli(argv: readonly string[], deps: ProgramDeps): Promise<number> {
+  const program = buildProgram(deps);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } catch (e) {
+    const code = (e as { exitCode?: number; code?: string }).exitCode;
+    const cmdCode = (e as { code?: string }).code;
+    if (cmdCode === 'commander.helpDisplayed' || cmdCode === 'commander.version' || cmdCode === 'commander.help') return 0;
+    return code ?? 1;
+  }
+  return typeof process.exitCode === 'number' ? process.exitCode : 0;
+}

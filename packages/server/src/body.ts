@@ -1,0 +1,83 @@
+import type { IncomingMessage } from 'node:http';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import getRawBody from 'raw-body';
+import { BadRequestError, PayloadTooLargeError } from '@trace-ingest/shared/errors';
+
+const inflaters: Record<string, (buf: Buffer, opts: zlib.ZlibOptions) => Promise<Buffer>> = {
+  gzip: promisify(zlib.gunzip) as (buf: Buffer, opts: zlib.ZlibOptions) => Promise<Buffer>,
+  'x-gzip': promisify(zlib.gunzip) as (buf: Buffer, opts: zlib.ZlibOptions) => Promise<Buffer>,
+  deflate: promisify(zlib.inflate) as (buf: Buffer, opts: zlib.ZlibOptions) => Promise<Buffer>,
+  br: promisify(zlib.brotliDecompress) as (buf: Buffer, opts: zlib.ZlibOptions) => Promise<Buffer>,
+};
+
+/** Rejects a declared length over the limit before a byte is read. */
+export function checkDeclaredLength(req: IncomingMessage, limit: number): void {
+  const h = req.headers['content-length'];
+  if (h === undefined) return;
+  const n = Number(h);
+  if (Number.isFinite(n) && n > limit) throw new PayloadTooLargeError(limit);
+}
+
+/** Only JSON bodies are accepted; a missing Content-Type is taken as JSON. */
+export function checkContentType(req: IncomingMessage): void {
+  const ct = req.headers['content-type'];
+  if (ct === undefined || ct === '') return;
+  const type = (ct.split(';')[0] ?? '').trim().toLowerCase();
+  if (type === 'application/json' || type.endsWith('+json')) return;
+  throw new BadRequestError('TI_ERR_CONTENT_TYPE', `Content-Type must be application/json (got "${type.slice(0, 100)}")`);
+}
+
+/**
+ * Reads the body, counting bytes as they arrive and stopping at the limit
+ * (a chunked body is cut off there; the rest is never buffered). A
+ * compressed body is limited again after decompression, so a small gzip
+ * bomb cannot expand past the limit.
+ */
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  const inflate = encoding === 'identity' || encoding === '' ? undefined : inflaters[encoding];
+  if (encoding !== 'identity' && encoding !== '' && inflate === undefined) {
+    throw new BadRequestError('TI_ERR_CONTENT_ENCODING', `unsupported Content-Encoding "${encoding.slice(0, 50)}"; send identity, gzip, deflate or br`);
+  }
+  let raw: Buffer;
+  try {
+    raw = await getRawBody(req, { limit });
+  } catch (e) {
+    const type = (e as { type?: string }).type;
+    if (type === 'entity.too.large') throw new PayloadTooLargeError(limit);
+    if (type === 'request.size.invalid') throw new BadRequestError('TI_ERR_BODY_SIZE', 'request body length does not match Content-Length');
+    if (type === 'request.aborted') throw new BadRequestError('TI_ERR_ABORTED', 'request body was aborted by the client');
+    throw e;
+  }
+  if (inflate === undefined) return raw;
+  try {
+    return await inflate(raw, { maxOutputLength: limit });
+  } catch (e) {
+    if ((e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw new PayloadTooLargeError(limit);
+    throw new BadRequestError('TI_ERR_CONTENT_ENCODING', `request body is not valid ${encoding} data`);
+  }
+}
+
+/** Bounds how many bodies are read at once, so memory stays flat under bursts of large batches. */
+export class BodySlots {
+  private free: number;
+  private readonly waiters: (() => void)[] = [];
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  async acquire(): Promise<() => void> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiters.push(resolve));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiters.shift();
+      if (next !== undefined) next();
+      else this.free++;
+    };
+  }
+}

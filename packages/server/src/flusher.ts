@@ -1,0 +1,260 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { SpanStoreRejectedError, type SpanStore } from '@trace-ingest/store/span-store';
+import type { Metrics } from './metrics.js';
+import type { SegmentInfo, WalRecord, WriteLog } from './write-log.js';
+
+export interface FlusherOptions {
+  intervalMs: number;
+  maxRows: number;
+  timeoutMs: number;
+  deadLetterDir: string;
+  /** Backoff bounds for a failing store; jitter is applied on top. */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+class InsertTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`insert did not finish within ${ms} ms`);
+  }
+}
+
+/**
+ * Moves rows from the write log into the span store: every `intervalMs`, or
+ * as soon as `maxRows` wait. One insert at a time, each with a timeout; a
+ * failing store is retried forever with exponential backoff and jitter, and
+ * a segment is retired only after all of its rows were confirmed. Rows the
+ * store refuses permanently are isolated by bisection and written to a
+ * dead-letter file, so they never block the rows behind them.
+ */
+export class Flusher {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopping = false;
+  private storeHealthy = true;
+  private readonly minBackoff: number;
+  private readonly maxBackoff: number;
+  private wakeBackoff: (() => void) | undefined;
+
+  constructor(
+    private readonly log: WriteLog,
+    private readonly store: SpanStore,
+    private readonly opts: FlusherOptions,
+    private readonly logger: Logger,
+    private readonly metrics: Metrics,
+  ) {
+    this.minBackoff = opts.minBackoffMs ?? 100;
+    this.maxBackoff = opts.maxBackoffMs ?? 30_000;
+  }
+
+  start(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => this.kick(), this.opts.intervalMs);
+    this.timer.unref();
+    // Segments left by an earlier run are replayed at once, beside new traffic.
+    if (this.log.pendingSegments().length > 0) this.kick();
+  }
+
+  /** Called after each append: flush early once enough rows wait. */
+  notify(): void {
+    if (this.log.activeRows >= this.opts.maxRows) this.kick();
+  }
+
+  /** Starts a flush unless one is running. */
+  kick(): void {
+    if (this.running !== undefined || this.stopping) return;
+    this.running = this.flushAll()
+      .catch((e: unknown) => this.logger.error({ err: e }, 'flush failed'))
+      .finally(() => {
+        this.running = undefined;
+        this.updateGauges();
+      });
+  }
+
+  /** Resolves when the current flush (if any) is over. */
+  async idle(): Promise<void> {
+    while (this.running !== undefined) await this.running;
+  }
+
+  /** Flushes everything now; used by tests and by shutdown. */
+  async flushNow(): Promise<void> {
+    await this.idle();
+    this.running = this.flushAll().finally(() => {
+      this.running = undefined;
+      this.updateGauges();
+    });
+    await this.running;
+  }
+
+  /**
+   * Stops the timer and makes a last attempt to flush, bounded by
+   * `timeoutMs`; what is left stays in the log for the next start.
+   */
+  async close(timeoutMs: number): Promise<void> {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    const last = (async () => {
+      await this.idle();
+      if (!this.stopping) await this.flushNow();
+    })();
+    let t: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      t = setTimeout(() => resolve('timeout'), timeoutMs);
+      t.unref();
+    });
+    const outcome = await Promise.race([last.then(() => 'done' as const), deadline]);
+    clearTimeout(t);
+    this.stopping = true;
+    this.wakeBackoff?.();
+    if (outcome === 'timeout') {
+      this.logger.warn({ pendingBytes: this.log.bytes }, 'drain timeout reached; unflushed rows stay in the write log for the next start');
+    }
+    await last.catch(() => undefined);
+  }
+
+  private updateGauges(): void {
+    this.metrics.bufferBytes.set(this.log.bytes);
+    this.metrics.bufferSegments.set(this.log.segmentCount);
+  }
+
+  private async flushAll(): Promise<void> {
+    const segments = await this.log.seal();
+    for (const seg of segments) {
+      if (this.stopping) return;
+      const done = await this.flushSegment(seg);
+      if (!done) return;
+      await this.log.retire(seg);
+      this.updateGauges();
+    }
+  }
+
+  /** True when every row of the segment is in the store or dead-lettered. */
+  private async flushSegment(seg: SegmentInfo): Promise<boolean> {
+    const { records, tornBytes } = await this.log.read(seg);
+    if (tornBytes > 0) {
+      this.logger.warn({ segment: path.basename(seg.file), tornBytes }, 'write log segment ends in a torn record (a write interrupted by a crash, never acknowledged); ignoring it');
+    }
+    let batch: WalRecord[] = [];
+    let rows = 0;
+    for (const r of records) {
+      if (rows > 0 && rows + r.rows > this.opts.maxRows) {
+        if (!(await this.insertWithRetry(batch, rows))) return false;
+        batch = [];
+        rows = 0;
+      }
+      batch.push(r);
+      rows += r.rows;
+    }
+    if (rows > 0 && !(await this.insertWithRetry(batch, rows))) return false;
+    return true;
+  }
+
+  /** False only when stopping interrupted the retries. */
+  private async insertWithRetry(records: WalRecord[], rows: number): Promise<boolean> {
+    const lines = records.length === 1 ? (records[0] as WalRecord).payload : Buffer.concat(records.map((r) => r.payload));
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.insertRows(lines, rows);
+        this.setHealthy(true);
+        return true;
+      } catch (e) {
+        this.metrics.storeErrors.inc();
+        this.setHealthy(false, e);
+        if (this.stopping) return false;
+        await this.backoff(attempt);
+        if (this.stopping) return false;
+      }
+    }
+  }
+
+  /** Inserts, isolating rows the store refuses permanently. Transient errors propagate. */
+  private async insertRows(lines: Buffer, rows: number): Promise<void> {
+    try {
+      await this.timedInsert(lines, rows);
+    } catch (e) {
+      if (!(e instanceof SpanStoreRejectedError)) throw e;
+      const all = splitLines(lines);
+      if (all.length <= 1) {
+        await this.deadLetter(lines, e.message);
+        return;
+      }
+      const mid = all.length >> 1;
+      const left = Buffer.concat(all.slice(0, mid));
+      const right = Buffer.concat(all.slice(mid));
+      await this.insertRows(left, mid);
+      await this.insertRows(right, all.length - mid);
+    }
+  }
+
+  private async timedInsert(lines: Buffer, rows: number): Promise<void> {
+    const started = performance.now();
+    const insert = this.store.insertLines(lines, rows);
+    let t: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      t = setTimeout(() => reject(new InsertTimeoutError(this.opts.timeoutMs)), this.opts.timeoutMs);
+      t.unref();
+    });
+    try {
+      await Promise.race([insert, timeout]);
+    } catch (e) {
+      // Keep one insert at a time: a timed-out insert is awaited before the retry.
+      if (e instanceof InsertTimeoutError) await insert.catch(() => undefined);
+      throw e;
+    } finally {
+      clearTimeout(t);
+    }
+    this.metrics.flushDuration.observe((performance.now() - started) / 1000);
+    this.metrics.rowsFlushed.inc(rows);
+  }
+
+  private async deadLetter(line: Buffer, reason: string): Promise<void> {
+    await fs.mkdir(this.opts.deadLetterDir, { recursive: true });
+    const file = path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`);
+    const entry = JSON.stringify({ failedAt: new Date().toISOString(), reason, row: line.toString('utf8').trimEnd() });
+    await fs.appendFile(file, entry + '\n');
+    this.metrics.deadLetterRows.inc();
+    this.logger.error({ file, reason }, 'span store refused a row permanently; it was written to the dead-letter file');
+  }
+
+  private setHealthy(ok: boolean, err?: unknown): void {
+    if (ok === this.storeHealthy) return;
+    this.storeHealthy = ok;
+    this.metrics.storeUp.set(ok ? 1 : 0);
+    // Logged once per state change, not per retry.
+    if (ok) this.logger.info({ store: this.store.kind }, 'span store is accepting inserts again');
+    else this.logger.error({ store: this.store.kind, err }, 'span store insert failed; rows stay in the write log and are retried with backoff');
+  }
+
+  private backoff(attempt: number): Promise<void> {
+    const base = Math.min(this.maxBackoff, this.minBackoff * 2 ** Math.min(attempt, 20));
+    const ms = base / 2 + Math.random() * (base / 2);
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.wakeBackoff = undefined;
+        resolve();
+      }, ms);
+      t.unref();
+      this.wakeBackoff = () => {
+        clearTimeout(t);
+        this.wakeBackoff = undefined;
+        resolve();
+      };
+    });
+  }
+}
+
+/** Splits NDJSON into lines, each keeping its newline. */
+function splitLines(buf: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  let start = 0;
+  for (;;) {
+    const nl = buf.indexOf(10, start);
+    if (nl < 0) break;
+    out.push(buf.subarray(start, nl + 1));
+    start = nl + 1;
+  }
+  if (start < buf.length) out.push(buf.subarray(start));
+  return out;
+}

@@ -1,0 +1,45 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Prometheus metrics of one server process. Labels never carry keys or
+ * other secrets; org ids are deliberately left out to keep cardinality flat.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'trace_ingest_requests_total',
+    help: 'POST /ingest requests by HTTP status and error code',
+    labelNames: ['status', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly spansAccepted = new Counter({ name: 'trace_ingest_spans_accepted_total', help: 'Span rows answered 202', registers: [this.registry] });
+  readonly spansUnpriced = new Counter({
+    name: 'trace_ingest_spans_unpriced_total',
+    help: 'Accepted spans with a model but no price',
+    registers: [this.registry],
+  });
+  readonly requestDuration = new Histogram({
+    name: 'trace_ingest_request_duration_seconds',
+    help: 'POST /ingest latency, accepted requests',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly bufferBytes = new Gauge({ name: 'trace_ingest_buffer_bytes', help: 'Bytes in the write log not yet confirmed by the span store', registers: [this.registry] });
+  readonly bufferSegments = new Gauge({ name: 'trace_ingest_buffer_segments', help: 'Write log segments not yet retired', registers: [this.registry] });
+  readonly bufferFull = new Counter({ name: 'trace_ingest_buffer_full_total', help: 'Requests refused with 503 because the write log was full', registers: [this.registry] });
+  readonly rowsFlushed = new Counter({ name: 'trace_ingest_rows_flushed_total', help: 'Rows confirmed by the span store', registers: [this.registry] });
+  readonly flushDuration = new Histogram({
+    name: 'trace_ingest_flush_duration_seconds',
+    help: 'Duration of one confirmed insert into the span store',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly storeErrors = new Counter({ name: 'trace_ingest_store_errors_total', help: 'Failed inserts into the span store (retried)', registers: [this.registry] });
+  readonly deadLetterRows = new Counter({ name: 'trace_ingest_dead_letter_rows_total', help: 'Rows the span store refused permanently, written to the dead-letter file', registers: [this.registry] });
+  readonly storeUp = new Gauge({ name: 'trace_ingest_store_up', help: '1 while the last insert into the span store succeeded', registers: [this.registry] });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'trace_ingest_' });
+    this.storeUp.set(1);
+  }
+}

@@ -1,0 +1,183 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from '@trace-ingest/shared/config';
+import { hashApiKey } from '@trace-ingest/shared/ids';
+import type { KeyStore } from '@trace-ingest/store/key-store';
+import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
+import type { SpanStore } from '@trace-ingest/store/span-store';
+import { createApp } from './app.js';
+import { Authenticator } from './auth.js';
+import { BodySlots } from './body.js';
+import { Flusher } from './flusher.js';
+import type { Pricing } from './ingest.js';
+import { Metrics } from './metrics.js';
+import { createPricing } from './pricing.js';
+import { StoreQuotaCounter, type QuotaCounter } from './quota.js';
+import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';
+import { WriteLog } from './write-log.js';
+
+export interface ServerParts {
+  keyStore?: KeyStore;
+  spanStore?: SpanStore;
+  limiter?: RateLimiter;
+  quota?: QuotaCounter;
+  pricing?: Pricing;
+  metrics?: Metrics;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+/**
+ * One ingest process: stores, write log, flusher and the HTTP listener.
+ * Shutdown order: stop accepting (503 for the drain grace), let in-flight
+ * requests finish, close the listener, flush, close the stores.
+ */
+export class IngestServer {
+  readonly metrics: Metrics;
+  private keyStore: KeyStore | undefined;
+  private spanStore: SpanStore | undefined;
+  private limiter: RateLimiter | undefined;
+  private quota: QuotaCounter | undefined;
+  private log: WriteLog | undefined;
+  private flusher: Flusher | undefined;
+  private http: http.Server | undefined;
+  private draining = false;
+  private inFlight = 0;
+  private idleWaiters: (() => void)[] = [];
+  private shutdownPromise: Promise<void> | undefined;
+
+  constructor(
+    private readonly config: Config,
+    private readonly logger: Logger,
+    private readonly parts: ServerParts = {},
+  ) {
+    this.metrics = parts.metrics ?? new Metrics();
+  }
+
+  get port(): number {
+    return (this.http?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  get writeLog(): WriteLog | undefined {
+    return this.log;
+  }
+
+  async start(): Promise<void> {
+    const c = this.config;
+    const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS };
+    const keyStore = this.parts.keyStore ?? (await createKeyStore(storeOpts));
+    this.keyStore = keyStore;
+    await keyStore.start();
+    await this.initFromEnv(keyStore);
+    const spanStore = this.parts.spanStore ?? (await createSpanStore(storeOpts));
+    this.spanStore = spanStore;
+    await spanStore.start();
+
+    this.log = new WriteLog({ dir: c.walDir, durability: c.INGEST_DURABILITY, maxBytes: c.BUFFER_MAX_BYTES });
+    await this.log.start();
+    const replay = this.log.pendingSegments();
+    if (replay.length > 0) this.logger.info({ segments: replay.length, bytes: this.log.bytes }, 'replaying write log segments left by the previous run');
+    this.flusher = new Flusher(
+      this.log,
+      spanStore,
+      { intervalMs: c.FLUSH_INTERVAL_MS, maxRows: c.FLUSH_MAX_ROWS, timeoutMs: c.FLUSH_TIMEOUT_MS, deadLetterDir: path.join(c.dataDir, 'dead-letter') },
+      this.logger,
+      this.metrics,
+    );
+    this.flusher.start();
+
+    this.limiter = this.parts.limiter ?? new MemoryRateLimiter();
+    this.quota = this.parts.quota ?? new StoreQuotaCounter(keyStore);
+    const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
+
+    const app = createApp({
+      maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
+      auth: new Authenticator(keyStore),
+      limiter: this.limiter,
+      quota: this.quota,
+      pricing,
+      log: this.log,
+      flusher: this.flusher,
+      slots: new BodySlots(c.MAX_CONCURRENT_BODIES),
+      metrics: this.metrics,
+      logger: this.logger,
+      isDraining: () => this.draining,
+      checkReady: async () => {
+        await keyStore.ping();
+        await spanStore.ping();
+      },
+    });
+    const server = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, (req, res) => {
+      this.inFlight++;
+      res.once('close', () => {
+        this.inFlight--;
+        if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
+      });
+      app(req, res);
+    });
+    server.keepAliveTimeout = 65_000;
+    this.http = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(c.PORT, c.HOST, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.logger.info({ port: this.port, host: c.HOST, spanStore: spanStore.kind, keyStore: keyStore.kind, durability: c.INGEST_DURABILITY }, 'trace-ingest listening');
+    if ((await keyStore.listKeys()).length === 0) {
+      this.logger.info(
+        `no API keys yet: create one with "npx trace-ingest orgs create <org>" then "npx trace-ingest keys create --org <org>" (same DATA_DIR=${c.dataDir})`,
+      );
+    }
+  }
+
+  /** Headless install: TRACE_INGEST_INIT_ORG / TRACE_INGEST_INIT_API_KEY create the org and key when absent. */
+  private async initFromEnv(keys: KeyStore): Promise<void> {
+    const org = this.config.TRACE_INGEST_INIT_ORG;
+    const key = this.config.TRACE_INGEST_INIT_API_KEY;
+    if (org === undefined) return;
+    if ((await keys.getOrg(org)) === null) {
+      await keys.createOrg({ name: org });
+      this.logger.info({ org }, 'created the initial org');
+    }
+    if (key !== undefined && !(await keys.hasKeyHash(hashApiKey(key)))) {
+      const created = await keys.createKey({ orgName: org, name: 'initial', key });
+      this.logger.info({ org, prefix: created.prefix }, 'created the initial API key');
+    }
+  }
+
+  /** Flushes the write log into the span store now (tests, admin). */
+  async flush(): Promise<void> {
+    await this.flusher?.flushNow();
+  }
+
+  shutdown(): Promise<void> {
+    this.shutdownPromise ??= this.doShutdown();
+    return this.shutdownPromise;
+  }
+
+  private async doShutdown(): Promise<void> {
+    const c = this.config;
+    this.draining = true;
+    this.logger.info({ graceMs: c.DRAIN_GRACE_MS }, 'draining: new batches get 503');
+    if (this.http !== undefined) {
+      await sleep(c.DRAIN_GRACE_MS);
+      const server = this.http;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      server.closeAllConnections();
+      await closed;
+    }
+    await this.flusher?.close(c.DRAIN_TIMEOUT_MS);
+    await this.log?.close();
+    await this.limiter?.close();
+    await this.quota?.close();
+    await this.spanStore?.close();
+    await this.keyStore?.close();
+    this.logger.info('shutdown complete');
+  }
+}

@@ -1,0 +1,22 @@
+import { DuckDbSpanStore } from './duckdb.js';
+import { SqliteKeyStore } from './key-store-sqlite.js';
+import type { KeyStore } from './key-store.js';
+import type { SpanStore } from './span-store.js';
+
+/** Which stores a process uses, picked by configuration. */
+export interface StoreOptions {
+  sqliteFile: string;
+  duckdbFile: string;
+  databaseUrl?: string | undefined;
+  clickhouseUrl?: string | undefined;
+  /** Bounds one request to a remote span store. */
+  requestTimeoutMs?: number;
+}
+
+export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
+  return Promise.resolve(new SqliteKeyStore(opts.sqliteFile));
+}
+
+export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
+  return Promise.resolve(new DuckDbSpanStore({ file: opts.duckdbFile }));
+}
