@@ -1,0 +1,64 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { loadConfig, type Config } from '@trace-ingest/shared/config';
+import { IngestServer, type ServerParts } from '@trace-ingest/server/server';
+import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
+import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
+
+/** An in-process server over a temp DATA_DIR, with real SQLite and DuckDB. */
+export interface TestServer {
+  url: string;
+  dir: string;
+  config: Config;
+  server: IngestServer;
+  keys: SqliteKeyStore;
+  /** Creates an org (on `plan`) and a key for it; returns the key. */
+  newKey(org?: string, plan?: string): Promise<{ key: string; orgId: string; prefix: string }>;
+  post(body: unknown, init?: { key?: string; headers?: Record<string, string>; raw?: string | Buffer }): Promise<Response>;
+  /** Flushes the write log and reads the span store. */
+  spans(sql?: string, params?: unknown[]): Promise<Record<string, unknown>[]>;
+  close(): Promise<void>;
+}
+
+let orgSeq = 0;
+
+export async function startTestServer(env: Record<string, string> = {}, parts: ServerParts = {}, dir?: string): Promise<TestServer> {
+  const dataDir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ti-it-'));
+  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DRAIN_GRACE_MS: '0', FLUSH_INTERVAL_MS: '60000', LOG_LEVEL: 'silent', ...env });
+  const logger = pino({ level: config.LOG_LEVEL });
+  const keys = new SqliteKeyStore(config.sqliteFile);
+  const spanStore = parts.spanStore ?? new DuckDbSpanStore({ file: config.duckdbFile });
+  const server = new IngestServer(config, logger, { keyStore: keys, spanStore, ...parts });
+  await server.start();
+  const url = `http://127.0.0.1:${server.port}`;
+  const t: TestServer = {
+    url,
+    dir: dataDir,
+    config,
+    server,
+    keys,
+    async newKey(org, plan) {
+      const name = org ?? `org-${++orgSeq}-${process.pid}`;
+      const existing = await keys.getOrg(name);
+      const o = existing ?? (await keys.createOrg({ name, ...(plan === undefined ? {} : { planName: plan }) }));
+      const k = await keys.createKey({ orgName: name });
+      return { key: k.key, orgId: o.id, prefix: k.prefix };
+    },
+    async post(body, init = {}) {
+      const headers: Record<string, string> = { 'content-type': 'application/json', ...(init.key === undefined ? {} : { authorization: `Bearer ${init.key}` }), ...init.headers };
+      const payload = init.raw ?? JSON.stringify(body);
+      return fetch(`${url}/ingest`, { method: 'POST', headers, body: payload });
+    },
+    async spans(sql = 'SELECT * FROM spans ORDER BY trace_id, span_id', params = []) {
+      await server.flush();
+      return spanStore.query(sql, params);
+    },
+    async close() {
+      await server.shutdown();
+      if (dir === undefined) fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return t;
+}
