@@ -26,4 +26,4 @@ export const name = z
   .trim()
   .min(1, { message: 'must not be empty' })
   .max(128, { message: 'must be at most 128 characters' })
-  .regex(/^[^\s\u0000-\u001f]+$/, { message: 'must not contain spaces or control characters' });
+  .regex(/^[^\s\p{Cc}]+$/u, { message: 'must not contain spaces or control characters' });

@@ -8,7 +8,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { generateApiKey, hashApiKey, isWellFormedKey, keyPrefix, newId } from '@trace-ingest/shared/ids';
 import * as schema from './schema/sqlite.js';
-import { apiKeys, orgs, plans, priceOverrides, settings, usageMonths } from './schema/sqlite.js';
+import { apiKeys, orgs, plans, priceOverrides, settings } from './schema/sqlite.js';
 import type { ApiKeyInfo, CreatedKey, KeyStore, Org, Plan, PriceOverrideInput, PriceOverrideRecord, ResolvedKey } from './key-store.js';
 import { DEFAULT_PLAN, validatePlanNumbers } from './key-store.js';
 
