@@ -1,0 +1,106 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '@trace-ingest/shared/config';
+import { createContext, type CliContext } from '../context.js';
+import { runCli } from '../program.js';
+import type { Output } from '../output.js';
+import { createKey, listKeys, revokeKey } from './keys.js';
+import { migrate } from './migrate.js';
+import { createOrg, listOrgs, setOrgPlan } from './orgs.js';
+import { createPlan, listPlans, updatePlan } from './plans.js';
+
+function capture(): Output & { stdout: string[]; stderr: string[] } {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  return { stdout, stderr, out: (t) => stdout.push(t), err: (t) => stderr.push(t) };
+}
+
+describe('CLI actions', () => {
+  let dir: string;
+  let ctx: CliContext;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-'));
+    ctx = createContext(loadConfig({ DATA_DIR: dir }));
+  });
+  afterEach(async () => {
+    await ctx.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('migrates both stores, twice', async () => {
+    expect(await migrate(ctx)).toEqual({ keyStore: 'sqlite', spanStore: 'duckdb' });
+    await ctx.close();
+    expect(await migrate(ctx)).toEqual({ keyStore: 'sqlite', spanStore: 'duckdb' });
+    expect(fs.existsSync(path.join(dir, 'spans.duckdb'))).toBe(true);
+  });
+
+  it('manages plans, orgs and keys', async () => {
+    await createPlan(ctx, { name: 'pro', monthlySpans: 5000, rateLimitRps: 50 });
+    await updatePlan(ctx, 'pro', { monthlySpans: 6000 });
+    expect((await listPlans(ctx)).map((p) => [p.name, p.monthlySpans, p.rateLimitRps])).toEqual([
+      ['default', 100_000_000, 1000],
+      ['pro', 6000, 50],
+    ]);
+    await createOrg(ctx, { name: 'acme' });
+    await setOrgPlan(ctx, 'acme', 'pro');
+    const [org] = await listOrgs(ctx);
+    expect(org).toMatchObject({ name: 'acme', plan: 'pro', monthlySpans: 6000, spansThisMonth: 0 });
+    const k = await createKey(ctx, { org: 'acme', name: 'ci' });
+    expect(k).toMatchObject({ org: 'acme', name: 'ci', prefix: k.key.slice(0, 12) });
+    const listed = await listKeys(ctx, { org: 'acme' });
+    expect(listed).toHaveLength(1);
+    expect(JSON.stringify(listed)).not.toContain(k.key);
+    expect((await revokeKey(ctx, k.prefix)).revokedAt).not.toBeNull();
+  });
+});
+
+describe('trace-ingest command line', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-'));
+  });
+  afterEach(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+    process.exitCode = 0;
+  });
+  const run = async (args: string[]) => {
+    const o = capture();
+    process.exitCode = 0;
+    const code = await runCli(args, { env: { DATA_DIR: dir }, out: o });
+    process.exitCode = 0;
+    return { code, ...o };
+  };
+
+  it('prints JSON for keys create --json', async () => {
+    expect((await run(['orgs', 'create', 'acme'])).code).toBe(0);
+    const r = await run(['keys', 'create', '--org', 'acme', '--name', 'ci', '--json']);
+    expect(r.code).toBe(0);
+    const k = JSON.parse(r.stdout.join('')) as Record<string, string>;
+    expect(Object.keys(k).sort()).toEqual(['id', 'key', 'name', 'org', 'prefix']);
+    const list = await run(['keys', 'list', '--json']);
+    expect(list.stdout.join('')).not.toContain(k.key);
+  });
+
+  it.each([
+    [['orgs', 'create', 'x', '--plan', 'nope'], /unknown plan "nope"/],
+    [['plans', 'create', 'p', '--monthly-spans', '-3', '--rate-limit', '1'], /--monthly-spans: must be a whole number >= 0/],
+    [['plans', 'create', 'p', '--monthly-spans', '3', '--rate-limit', '0'], /--rate-limit: must be >= 1/],
+    [['keys', 'create', '--org', 'ghost'], /unknown org "ghost"/],
+    [['keys', 'revoke', 'ti_nothing'], /no API key/],
+    [['plans', 'update', 'default'], /give --monthly-spans and\/or --rate-limit/],
+  ])('exits non-zero with one clear line for %j', async (args, message) => {
+    const r = await run(args);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toHaveLength(1);
+    expect(r.stderr[0]).toMatch(message);
+  });
+
+  it('refuses a duplicate org', async () => {
+    await run(['orgs', 'create', 'acme']);
+    const r = await run(['orgs', 'create', 'acme']);
+    expect(r.code).toBe(1);
+    expect(r.stderr[0]).toMatch(/already exists/);
+  });
+});
