@@ -1,0 +1,129 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
+import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
+import type { SpanStore } from '@trace-ingest/store/span-store';
+import { makeBulkPayload } from '../../../test/factories.js';
+import { Flusher } from './flusher.js';
+import { Metrics } from './metrics.js';
+import { WriteLog } from './write-log.js';
+
+const ctx = { orgId: 'org_1', keyPrefix: 'ti_prefix123', receivedAt: 1 };
+const logger = pino({ level: 'silent' });
+
+function batch(traces: number, spans: number): { buf: Buffer; rows: number } {
+  const rows = payloadToRows(makeBulkPayload(traces, spans), ctx, () => UNPRICED);
+  return { buf: Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows: rows.length };
+}
+
+/** Fails the first `failures` inserts as a store outage would, then passes through to the real store. */
+class OutageStore implements SpanStore {
+  readonly kind = 'duckdb';
+  attempts = 0;
+  constructor(private readonly inner: SpanStore, private failures: number) {}
+  start() { return this.inner.start(); }
+  close() { return this.inner.close(); }
+  ping() { return this.inner.ping(); }
+  query(sql: string, params?: readonly unknown[]) { return this.inner.query(sql, params); }
+  async insertLines(lines: Buffer, rows: number): Promise<void> {
+    this.attempts++;
+    if (this.failures-- > 0) throw new Error('connect ECONNREFUSED');
+    return this.inner.insertLines(lines, rows);
+  }
+}
+
+describe('Flusher with a real DuckDB store', () => {
+  let dir: string;
+  let store: DuckDbSpanStore;
+  let log: WriteLog;
+  let metrics: Metrics;
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-flush-'));
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
+    await store.start();
+    log = new WriteLog({ dir: path.join(dir, 'wal'), durability: 'fsync', maxBytes: 1 << 30 });
+    await log.start();
+    metrics = new Metrics({ defaultMetrics: false });
+  });
+  afterEach(async () => {
+    await log.close();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const count = async () => Number((await store.query('SELECT count(*)::INTEGER AS n FROM spans'))[0]?.n);
+  const flusherFor = (s: SpanStore, maxRows = 10_000) =>
+    new Flusher(log, s, { intervalMs: 60_000, maxRows, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead'), minBackoffMs: 5, maxBackoffMs: 20 }, logger, metrics);
+
+  it('moves every row into the store in batches of maxRows and retires the segments', async () => {
+    for (let i = 0; i < 5; i++) {
+      const b = batch(3, 10);
+      await log.append(b.buf, b.rows);
+    }
+    const f = flusherFor(store, 40);
+    await f.flushNow();
+    expect(await count()).toBe(150);
+    expect(log.bytes).toBe(0);
+    expect(fs.readdirSync(path.join(dir, 'wal')).filter((n) => n.endsWith('.wal'))).toHaveLength(1);
+    await f.close(1000);
+  });
+
+  it('keeps rows through a store outage and retries until they land', async () => {
+    const b = batch(2, 5);
+    await log.append(b.buf, b.rows);
+    const flaky = new OutageStore(store, 4);
+    const f = flusherFor(flaky);
+    await f.flushNow();
+    expect(flaky.attempts).toBe(5);
+    expect(await count()).toBe(10);
+    expect(await metrics.storeErrors.get()).toMatchObject({ values: [{ value: 4 }] });
+    await f.close(1000);
+  });
+
+  it('dead-letters only the rows the store refuses, with the reason', async () => {
+    const good = batch(1, 6);
+    const lines = good.buf.toString().split('\n').filter(Boolean);
+    const bad = JSON.stringify({ org_id: 'org_1', trace_id: 'x', span_id: 'bad', start_time: 'yesterday' });
+    lines.splice(3, 0, bad);
+    await log.append(Buffer.from(lines.join('\n') + '\n'), lines.length);
+    const f = flusherFor(store);
+    await f.flushNow();
+    expect(await count()).toBe(6);
+    const [file] = fs.readdirSync(path.join(dir, 'dead'));
+    const entries = fs.readFileSync(path.join(dir, 'dead', file!), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { reason: string; row: string });
+    expect(entries).toHaveLength(1);
+    expect(entries[0]?.row).toBe(bad);
+    expect(entries[0]?.reason).toMatch(/Conversion Error|Invalid Input/);
+    expect(log.bytes).toBe(0);
+    await f.close(1000);
+  });
+
+  it('replays segments left by an earlier run, once', async () => {
+    const b = batch(2, 3);
+    await log.append(b.buf, b.rows);
+    // The earlier run inserted the rows but died before retiring the segment.
+    await store.insertLines(b.buf, b.rows);
+    await log.close();
+    log = new WriteLog({ dir: path.join(dir, 'wal'), durability: 'fsync', maxBytes: 1 << 30 });
+    await log.start();
+    expect(log.pendingSegments()).toHaveLength(1);
+    const f = flusherFor(store);
+    await f.flushNow();
+    expect(await count()).toBe(6);
+    await f.close(1000);
+  });
+
+  it('gives up at the drain timeout and leaves the rows in the log', async () => {
+    const b = batch(1, 2);
+    await log.append(b.buf, b.rows);
+    const down = new OutageStore(store, Number.POSITIVE_INFINITY);
+    const f = flusherFor(down);
+    f.start();
+    f.kick();
+    await f.close(200);
+    expect(log.bytes).toBeGreaterThan(0);
+    expect(await count()).toBe(0);
+  });
+});
