@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
+import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { InternalError, MethodNotAllowedError, NotFoundError, TiError } from '@trace-ingest/shared/errors';
 import { ingestHandler, type IngestDeps } from './ingest.js';
 import type { Metrics } from './metrics.js';
@@ -40,7 +41,11 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/metrics', async (_req, res) => {
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
-  for (const p of ['/healthz', '/readyz', '/metrics']) {
+  const openapi = JSON.stringify(buildOpenApiDocument());
+  app.get('/openapi.json', (_req, res) => {
+    res.type('application/json').send(openapi);
+  });
+  for (const p of ['/healthz', '/readyz', '/metrics', '/openapi.json']) {
     app.all(p, (req) => {
       throw new MethodNotAllowedError(req.method, p, ['GET']);
     });

@@ -102,7 +102,8 @@ export const SpanSchema = z
     spanType: SpanTypeSchema,
     name: text(512),
     startTime: count.meta({ description: 'Epoch milliseconds.' }),
-    endTime: count.meta({ description: 'Epoch milliseconds; >= startTime.' }),
+    // `x-minimum-field` carries the cross-field rule into the JSON Schema; the ajv validator implements it.
+    endTime: count.meta({ description: 'Epoch milliseconds; >= startTime.', 'x-minimum-field': 'startTime' }),
     status: SpanStatusSchema.optional(),
     errorMessage: text(8192).optional(),
     provider: text(128).optional(),
@@ -152,6 +153,11 @@ export const TraceSchema = z
         path: [t.workflowName === undefined ? 'workflowName' : 'workflowRunId'],
       });
     }
+  })
+  .meta({
+    description: 'One top-level model call and its spans. At least one of traceName or agentName; workflowName and workflowRunId together or not at all.',
+    anyOf: [{ required: ['traceName'] }, { required: ['agentName'] }],
+    dependentRequired: { workflowName: ['workflowRunId'], workflowRunId: ['workflowName'] },
   });
 
 export const IngestPayloadSchema = z.strictObject({
