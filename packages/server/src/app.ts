@@ -1,22 +1,43 @@
+import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { InternalError, MethodNotAllowedError, NotFoundError, TiError } from '@trace-ingest/shared/errors';
+import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { ingestHandler, type IngestDeps } from './ingest.js';
 import type { Metrics } from './metrics.js';
 
 export interface AppDeps extends IngestDeps {
-  /** Throws when a store cannot be reached. */
+  /** Throws when a store cannot be reached or the write log is full. */
   checkReady: () => Promise<void>;
-  metrics: Metrics;
-  logger: Logger;
+  /** False when METRICS_PORT moves /metrics to its own listener. */
+  serveMetrics: boolean;
 }
+
+const ROUTES = new Set(['/ingest', '/healthz', '/readyz', '/metrics', '/openapi.json']);
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Why a batch was refused, as a bounded label set. */
+const REASONS: Record<string, string> = {
+  TI_ERR_PAYLOAD_TOO_LARGE: 'size',
+  TI_ERR_UNAUTHORIZED: 'auth',
+  TI_ERR_RATE_LIMITED: 'rate_limit',
+  TI_ERR_QUOTA_EXCEEDED: 'quota',
+  TI_ERR_INVALID_JSON: 'validation',
+  TI_ERR_VALIDATION: 'validation',
+  TI_ERR_CONTENT_TYPE: 'validation',
+  TI_ERR_CONTENT_ENCODING: 'validation',
+  TI_ERR_BODY_SIZE: 'validation',
+  TI_ERR_ABORTED: 'aborted',
+  TI_ERR_DRAINING: 'draining',
+  TI_ERR_BUFFER_FULL: 'buffer_full',
+};
 
 /** The HTTP surface. Every answer that is not a 2xx is JSON with an `error` string. */
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.use(requestLog(deps.logger, deps.metrics));
 
   app.post('/ingest', ingestHandler(deps));
   app.all('/ingest', (req) => {
@@ -35,17 +56,19 @@ export function createApp(deps: AppDeps): express.Express {
       await deps.checkReady();
       res.json({ status: 'ready' });
     } catch (e) {
-      res.status(503).json({ status: 'unavailable', error: `a store is unreachable: ${e instanceof Error ? e.message : String(e)}` });
+      res.status(503).json({ status: 'unavailable', error: e instanceof Error ? e.message : String(e) });
     }
   });
-  app.get('/metrics', async (_req, res) => {
-    res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
-  });
+  const gets = ['/healthz', '/readyz', '/openapi.json'];
+  if (deps.serveMetrics) {
+    app.get('/metrics', metricsHandler(deps.metrics));
+    gets.push('/metrics');
+  }
   const openapi = JSON.stringify(buildOpenApiDocument());
   app.get('/openapi.json', (_req, res) => {
     res.type('application/json').send(openapi);
   });
-  for (const p of ['/healthz', '/readyz', '/metrics', '/openapi.json']) {
+  for (const p of gets) {
     app.all(p, (req) => {
       throw new MethodNotAllowedError(req.method, p, ['GET']);
     });
@@ -58,6 +81,41 @@ export function createApp(deps: AppDeps): express.Express {
   return app;
 }
 
+export function metricsHandler(metrics: Metrics) {
+  return async (_req: Request, res: Response): Promise<void> => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  };
+}
+
+/** One info line per request (never the key or the body), and the route metric. */
+function requestLog(logger: Logger, metrics: Metrics) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = performance.now();
+    const given = req.headers['x-request-id'];
+    const reqId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    res.locals.reqId = reqId;
+    res.setHeader('X-Request-Id', reqId);
+    res.once('finish', () => {
+      const route = ROUTES.has(req.path) ? req.path : 'other';
+      metrics.httpRequests.inc({ route, method: req.method, status: String(res.statusCode) });
+      logger.info(
+        {
+          reqId,
+          method: req.method,
+          path: route === 'other' ? req.path.slice(0, 200) : route,
+          status: res.statusCode,
+          durationMs: Math.round((performance.now() - started) * 100) / 100,
+          orgId: res.locals.orgId as string | undefined,
+          keyPrefix: res.locals.keyPrefix as string | undefined,
+          code: res.locals.errorCode as string | undefined,
+        },
+        'request',
+      );
+    });
+    next();
+  };
+}
+
 /** The one place where an error becomes an HTTP answer. */
 export function errorMiddleware(logger: Logger, metrics: Metrics) {
   return (err: unknown, req: Request, res: Response, next: NextFunction): void => {
@@ -66,12 +124,15 @@ export function errorMiddleware(logger: Logger, metrics: Metrics) {
       return;
     }
     const e = toTiError(err);
-    const log = { code: e.code, status: e.httpCode, method: req.method, path: req.path, keyPrefix: res.locals.keyPrefix as string | undefined };
-    if (e.httpCode >= 500) logger.error({ ...log, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
-    else logger.info(log, e.message);
-    if (req.path === '/ingest') metrics.requests.inc({ status: String(e.httpCode), code: e.code });
-    // A body cut off at the limit must not be read further: close the connection after answering.
-    if (e.httpCode === 413 || (req.readable && !req.complete)) res.set('Connection', 'close');
+    res.locals.errorCode = e.code;
+    // 4xx are the caller's to fix and appear in the request line; 5xx are ours and are logged with their cause.
+    if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
+    if (req.path === '/ingest') {
+      metrics.requests.inc({ status: String(e.httpCode), code: e.code });
+      metrics.batchesRejected.inc({ reason: REASONS[e.code] ?? 'error' });
+    }
+    // A body cut off at the limit, or never read, must not be read further: close after answering.
+    if (e.httpCode === 413 || !req.complete) res.setHeader('Connection', 'close');
     res.set(e.headers).status(e.httpCode).json(e.toBody());
   };
 }

@@ -117,6 +117,7 @@ export class Flusher {
   private updateGauges(): void {
     this.metrics.bufferBytes.set(this.log.bytes);
     this.metrics.bufferSegments.set(this.log.segmentCount);
+    this.metrics.bufferRows.set(this.log.rows);
   }
 
   private async flushAll(): Promise<void> {
@@ -207,6 +208,7 @@ export class Flusher {
     }
     this.metrics.flushDuration.observe((performance.now() - started) / 1000);
     this.metrics.rowsFlushed.inc(rows);
+    this.metrics.rowsPerFlush.observe(rows);
   }
 
   private async deadLetter(line: Buffer, reason: string): Promise<void> {

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { DrainingError, InvalidJsonError, ValidationError } from '@trace-ingest/shared/errors';
 import { encodeRow, spanToRow, type SpanPricer } from '@trace-ingest/shared/rows';
+import type { Span } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
 import type { Authenticator } from './auth.js';
 import { checkContentType, checkDeclaredLength, readBody, type BodySlots } from './body.js';
@@ -48,6 +49,7 @@ export function ingestHandler(deps: IngestDeps) {
     // 2. Key.
     const key = await deps.auth.authenticate(req.headers);
     res.locals.keyPrefix = key.prefix;
+    res.locals.orgId = key.orgId;
 
     // 3. Per-key rate limit, then the org's monthly quota.
     const now = Date.now();
@@ -77,11 +79,11 @@ export function ingestHandler(deps: IngestDeps) {
     await deps.pricing.refresh();
     const ctx = { orgId: key.orgId, keyPrefix: key.prefix, receivedAt: now };
     const lines: string[] = [];
-    let unpriced = 0;
+    const unpriced: Span[] = [];
     for (const trace of payload.traces) {
       for (const span of trace.spans) {
         const costs = deps.pricing.price(span, key.orgId);
-        if (!costs.priced && span.modelId !== undefined) unpriced++;
+        if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
         lines.push(encodeRow(spanToRow(trace, span, ctx, costs)));
       }
     }
@@ -92,8 +94,12 @@ export function ingestHandler(deps: IngestDeps) {
     await deps.quota.add(key.orgId, rows, now);
 
     deps.metrics.spansAccepted.inc(rows);
-    if (unpriced > 0) deps.metrics.spansUnpriced.inc(unpriced);
+    if (unpriced.length > 0) {
+      deps.metrics.spansUnpriced.inc(unpriced.length);
+      for (const sp of unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
+    }
     deps.metrics.requestDuration.observe((performance.now() - started) / 1000);
+    deps.metrics.requests.inc({ status: '202', code: '' });
     res.status(202).json({ accepted: rows });
   };
 }

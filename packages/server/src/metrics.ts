@@ -12,6 +12,31 @@ export class Metrics {
     labelNames: ['status', 'code'] as const,
     registers: [this.registry],
   });
+  readonly httpRequests = new Counter({
+    name: 'trace_ingest_http_requests_total',
+    help: 'HTTP requests by route, method and status',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly batchesRejected = new Counter({
+    name: 'trace_ingest_batches_rejected_total',
+    help: 'POST /ingest batches refused, by reason (size, auth, rate_limit, quota, validation, draining, buffer_full, error)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly unpricedByModel = new Counter({
+    name: 'trace_ingest_unpriced_spans_by_model_total',
+    help: 'Accepted spans whose model has no price, by provider and model (at most 200 distinct models; the rest as "other")',
+    labelNames: ['provider', 'model'] as const,
+    registers: [this.registry],
+  });
+  readonly bufferRows = new Gauge({ name: 'trace_ingest_buffer_rows', help: 'Rows in the write log not yet confirmed by the span store (rows of segments left by an earlier run count once read)', registers: [this.registry] });
+  readonly rowsPerFlush = new Histogram({
+    name: 'trace_ingest_rows_per_flush',
+    help: 'Rows in one confirmed insert into the span store',
+    buckets: [1, 10, 100, 500, 1000, 5000, 10_000, 50_000, 100_000],
+    registers: [this.registry],
+  });
   readonly spansAccepted = new Counter({ name: 'trace_ingest_spans_accepted_total', help: 'Span rows answered 202', registers: [this.registry] });
   readonly spansUnpriced = new Counter({
     name: 'trace_ingest_spans_unpriced_total',
@@ -37,6 +62,19 @@ export class Metrics {
   readonly storeErrors = new Counter({ name: 'trace_ingest_store_errors_total', help: 'Failed inserts into the span store (retried)', registers: [this.registry] });
   readonly deadLetterRows = new Counter({ name: 'trace_ingest_dead_letter_rows_total', help: 'Rows the span store refused permanently, written to the dead-letter file', registers: [this.registry] });
   readonly storeUp = new Gauge({ name: 'trace_ingest_store_up', help: '1 while the last insert into the span store succeeded', registers: [this.registry] });
+
+  private readonly unpricedModels = new Set<string>();
+
+  /** Counts unpriced spans per model without letting arbitrary model names grow the label set without bound. */
+  countUnpriced(provider: string, model: string, n = 1): void {
+    const id = `${provider}\u0000${model}`;
+    if (!this.unpricedModels.has(id) && this.unpricedModels.size >= 200) {
+      this.unpricedByModel.inc({ provider: 'other', model: 'other' }, n);
+      return;
+    }
+    this.unpricedModels.add(id);
+    this.unpricedByModel.inc({ provider, model }, n);
+  }
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'trace_ingest_' });

@@ -7,7 +7,8 @@ import { hashApiKey } from '@trace-ingest/shared/ids';
 import type { KeyStore } from '@trace-ingest/store/key-store';
 import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import type { SpanStore } from '@trace-ingest/store/span-store';
-import { createApp } from './app.js';
+import express from 'express';
+import { createApp, metricsHandler } from './app.js';
 import { Authenticator } from './auth.js';
 import { BodySlots } from './body.js';
 import { Flusher } from './flusher.js';
@@ -27,6 +28,16 @@ export interface ServerParts {
   metrics?: Metrics;
 }
 
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 /**
@@ -43,6 +54,7 @@ export class IngestServer {
   private log: WriteLog | undefined;
   private flusher: Flusher | undefined;
   private http: http.Server | undefined;
+  private metricsHttp: http.Server | undefined;
   private draining = false;
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
@@ -104,11 +116,21 @@ export class IngestServer {
       metrics: this.metrics,
       logger: this.logger,
       isDraining: () => this.draining,
+      serveMetrics: c.METRICS_PORT === undefined,
       checkReady: async () => {
         await keyStore.ping();
         await spanStore.ping();
+        const log = this.log;
+        // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
+        if (log !== undefined && log.bytes >= log.maxBytes * 0.9) throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
       },
     });
+    if (c.METRICS_PORT !== undefined) {
+      const metricsApp = express();
+      metricsApp.get('/metrics', metricsHandler(this.metrics));
+      this.metricsHttp = http.createServer(metricsApp);
+      await listen(this.metricsHttp, c.METRICS_PORT, c.HOST);
+    }
     const server = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, (req, res) => {
       this.inFlight++;
       res.once('close', () => {
@@ -119,13 +141,7 @@ export class IngestServer {
     });
     server.keepAliveTimeout = 65_000;
     this.http = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(c.PORT, c.HOST, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listen(server, c.PORT, c.HOST);
     this.logger.info({ port: this.port, host: c.HOST, spanStore: spanStore.kind, keyStore: keyStore.kind, durability: c.INGEST_DURABILITY }, 'trace-ingest listening');
     if ((await keyStore.listKeys()).length === 0) {
       this.logger.info(
@@ -171,6 +187,13 @@ export class IngestServer {
       if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
       server.closeAllConnections();
       await closed;
+    }
+    if (this.metricsHttp !== undefined) {
+      const m = this.metricsHttp;
+      await new Promise<void>((resolve) => {
+        m.close(() => resolve());
+        m.closeAllConnections();
+      });
     }
     await this.flusher?.close(c.DRAIN_TIMEOUT_MS);
     await this.log?.close();

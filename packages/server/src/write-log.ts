@@ -30,6 +30,8 @@ export interface SegmentInfo {
   seq: number;
   file: string;
   bytes: number;
+  /** Known for segments sealed by this process; 0 for segments of an earlier run until read. */
+  rows: number;
 }
 
 export interface WriteLogOptions {
@@ -59,6 +61,7 @@ export class WriteLog {
   private writeScheduled = false;
   private closed = false;
   private sealedBytes = 0;
+  private sealedRows = 0;
   /** Bytes appended but not yet written: counted against maxBytes too. */
   private queuedBytes = 0;
 
@@ -79,7 +82,7 @@ export class WriteLog {
         await fs.rm(file, { force: true });
         continue;
       }
-      this.sealed.push({ seq, file, bytes: size });
+      this.sealed.push({ seq, file, bytes: size, rows: 0 });
       this.sealedBytes += size;
       this.nextSeq = Math.max(this.nextSeq, seq + 1);
     }
@@ -97,6 +100,15 @@ export class WriteLog {
   /** Bytes held on disk (and queued for it) that the store has not confirmed yet. */
   get bytes(): number {
     return this.sealedBytes + (this.active?.bytes ?? 0) + this.queuedBytes;
+  }
+
+  /** Rows waiting for the store, as far as this process knows them. */
+  get rows(): number {
+    return this.sealedRows + (this.active?.rows ?? 0);
+  }
+
+  get maxBytes(): number {
+    return this.opts.maxBytes;
   }
 
   /** Rows in the active segment, not yet sealed. */
@@ -167,8 +179,9 @@ export class WriteLog {
     const active = this.active;
     if (active === undefined || active.bytes === 0) return;
     await active.fh.close();
-    this.sealed.push({ seq: active.seq, file: active.file, bytes: active.bytes });
+    this.sealed.push({ seq: active.seq, file: active.file, bytes: active.bytes, rows: active.rows });
     this.sealedBytes += active.bytes;
+    this.sealedRows += active.rows;
     this.active = undefined;
     await this.openActive();
   }
@@ -211,6 +224,7 @@ export class WriteLog {
     if (i < 0) return;
     this.sealed.splice(i, 1);
     this.sealedBytes -= seg.bytes;
+    this.sealedRows -= seg.rows;
     await fs.rm(seg.file, { force: true });
   }
 

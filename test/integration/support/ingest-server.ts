@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { loadConfig, type Config } from '@trace-ingest/shared/config';
 import { IngestServer, type ServerParts } from '@trace-ingest/server/server';
 import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
@@ -24,10 +24,10 @@ export interface TestServer {
 
 let orgSeq = 0;
 
-export async function startTestServer(env: Record<string, string> = {}, parts: ServerParts = {}, dir?: string): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, parts: ServerParts = {}, dir?: string, log?: Logger): Promise<TestServer> {
   const dataDir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ti-it-'));
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DRAIN_GRACE_MS: '0', FLUSH_INTERVAL_MS: '60000', LOG_LEVEL: 'silent', ...env });
-  const logger = pino({ level: config.LOG_LEVEL });
+  const logger = log ?? pino({ level: config.LOG_LEVEL });
   const keys = new SqliteKeyStore(config.sqliteFile);
   const spanStore = parts.spanStore ?? new DuckDbSpanStore({ file: config.duckdbFile });
   const server = new IngestServer(config, logger, { keyStore: keys, spanStore, ...parts });
