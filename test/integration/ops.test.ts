@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
-import { makeBulkPayload, makePayload, makeSpan, makeTrace } from '../factories.js';
+import { makePayload, makeSpan, makeTrace } from '../factories.js';
 import { freePort } from './support/child-server.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
