@@ -1,7 +1,9 @@
 import { Command } from 'commander';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { TiError } from '@trace-ingest/shared/errors';
+import { doctor } from './actions/doctor.js';
 import { migrate } from './actions/migrate.js';
+import { serve } from './actions/serve.js';
 import { registerKeys } from './commands/keys.js';
 import { registerOrgs } from './commands/orgs.js';
 import { registerPlans } from './commands/plans.js';
@@ -46,6 +48,35 @@ export function buildProgram(deps: ProgramDeps): Command {
         const r = await migrate(ctx);
         if (raw.json === true) printJson(o, r);
         else o.out(`schema is up to date: key store ${r.keyStore}, span store ${r.spanStore}${r.spanStoreNote === undefined ? '' : ` (${r.spanStoreNote})`}`);
+      }),
+    );
+  program
+    .command('serve')
+    .description('start the server in the foreground (what `npm start` runs); SIGTERM/SIGINT drain it')
+    .action(async () => {
+      // Validate the environment here first, so a bad value gets one clear line before any child starts.
+      try {
+        loadConfig(deps.env);
+      } catch (e) {
+        out.err(`trace-ingest: ${e instanceof Error ? e.message : String(e)}`);
+        process.exitCode = 1;
+        return;
+      }
+      process.exitCode = await serve(deps.env);
+    });
+  program
+    .command('doctor')
+    .description('check configuration, data dir, stores, schema and write log, and say what to fix')
+    .option('--json', 'print JSON')
+    .action((raw: { json?: boolean }) =>
+      run(async (ctx, o) => {
+        const checks = await doctor(ctx);
+        if (raw.json === true) printJson(o, checks);
+        else {
+          const mark = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL' } as const;
+          for (const c of checks) o.out(`${mark[c.status]} ${c.name}: ${c.detail}${c.fix === undefined ? '' : `\n     fix: ${c.fix}`}`);
+        }
+        if (checks.some((c) => c.status === 'fail')) process.exitCode = 1;
       }),
     );
   registerPlans(program, run);

@@ -1,0 +1,131 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { CliContext } from '../context.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about it, when not ok. */
+  fix?: string;
+}
+
+/**
+ * Checks what a running installation needs, and says what to fix: the data
+ * directory, both stores and their schema, the write log, and whether a
+ * server answers on PORT.
+ */
+export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } = {}): Promise<Check[]> {
+  const c = ctx.config;
+  const checks: Check[] = [];
+  checks.push(await checkDataDir(c.dataDir));
+
+  const serverUp = await probeServer(`http://127.0.0.1:${c.PORT}/readyz`, opts.fetchTimeoutMs ?? 1500);
+  checks.push(
+    serverUp === 'ready'
+      ? { name: 'server', status: 'ok', detail: `a server answers ready on port ${c.PORT}` }
+      : serverUp === 'not-ready'
+        ? { name: 'server', status: 'warn', detail: `a server on port ${c.PORT} answers but is not ready`, fix: `check GET http://127.0.0.1:${c.PORT}/readyz and the server log` }
+        : { name: 'server', status: 'warn', detail: `no server answers on port ${c.PORT}`, fix: 'start it with "npm start" or "trace-ingest serve"' },
+  );
+
+  try {
+    const keys = await ctx.keys();
+    await keys.ping();
+    const orgs = await keys.listOrgs();
+    const active = (await keys.listKeys()).filter((k) => k.revokedAt === null);
+    checks.push({ name: 'key store', status: 'ok', detail: `${keys.kind} reachable, schema up to date; ${orgs.length} org(s), ${active.length} active key(s)` });
+    if (active.length === 0) checks.push({ name: 'api keys', status: 'warn', detail: 'no active API key', fix: 'trace-ingest orgs create <org> && trace-ingest keys create --org <org>' });
+  } catch (e) {
+    checks.push({ name: 'key store', status: 'fail', detail: message(e), fix: c.DATABASE_URL === undefined ? `check that ${c.sqliteFile} is readable and writable` : 'check DATABASE_URL and that PostgreSQL is reachable' });
+  }
+
+  try {
+    const spans = await ctx.spans();
+    await spans.ping();
+    checks.push({ name: 'span store', status: 'ok', detail: `${spans.kind} reachable, schema up to date` });
+  } catch (e) {
+    const msg = message(e);
+    if (/lock/i.test(msg) && c.CLICKHOUSE_URL === undefined && serverUp !== 'down') {
+      checks.push({ name: 'span store', status: 'ok', detail: 'duckdb is held by the running server (one process per file)' });
+    } else {
+      checks.push({
+        name: 'span store',
+        status: 'fail',
+        detail: msg,
+        fix: c.CLICKHOUSE_URL === undefined ? `check ${c.duckdbFile}; only one process may open it` : 'check CLICKHOUSE_URL and that ClickHouse is reachable',
+      });
+    }
+  }
+
+  checks.push(await checkWriteLog(c.walDir, c.BUFFER_MAX_BYTES));
+  checks.push(await checkDeadLetters(path.join(c.dataDir, 'dead-letter')));
+  return checks;
+}
+
+async function checkDataDir(dir: string): Promise<Check> {
+  try {
+    await fs.mkdir(dir, { recursive: true });
+    const probe = path.join(dir, `.doctor-${process.pid}`);
+    const fh = await fs.open(probe, 'w');
+    await fh.write('ok');
+    await fh.sync();
+    await fh.close();
+    await fs.rm(probe);
+    const st = await fs.stat(dir);
+    const stats = await fs.statfs(dir);
+    const freeGiB = (stats.bavail * stats.bsize) / 2 ** 30;
+    if ((st.mode & 0o002) !== 0) return { name: 'data dir', status: 'warn', detail: `${dir} is world-writable`, fix: `chmod o-w ${dir}` };
+    if (freeGiB < 2) return { name: 'data dir', status: 'warn', detail: `${dir} is writable; only ${freeGiB.toFixed(2)} GiB free`, fix: 'free disk space: the write log needs room during a store outage (BUFFER_MAX_BYTES)' };
+    return { name: 'data dir', status: 'ok', detail: `${dir} is writable; ${freeGiB.toFixed(1)} GiB free` };
+  } catch (e) {
+    return { name: 'data dir', status: 'fail', detail: message(e), fix: `make ${dir} writable by this user, or set DATA_DIR` };
+  }
+}
+
+async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
+  let bytes = 0;
+  let segments = 0;
+  try {
+    for (const f of await fs.readdir(dir)) {
+      if (!f.endsWith('.wal')) continue;
+      const size = (await fs.stat(path.join(dir, f))).size;
+      if (size === 0) continue;
+      segments++;
+      bytes += size;
+    }
+  } catch {
+    return { name: 'write log', status: 'ok', detail: 'empty (not created yet)' };
+  }
+  const pct = (100 * bytes) / maxBytes;
+  if (pct >= 50) return { name: 'write log', status: 'warn', detail: `${segments} segment(s), ${bytes} bytes waiting (${pct.toFixed(0)}% of BUFFER_MAX_BYTES)`, fix: 'the span store is behind or down: check it and the server log' };
+  return { name: 'write log', status: 'ok', detail: `${segments} segment(s), ${bytes} bytes waiting for the store` };
+}
+
+async function checkDeadLetters(dir: string): Promise<Check> {
+  let rows = 0;
+  try {
+    for (const f of await fs.readdir(dir)) rows += (await fs.readFile(path.join(dir, f), 'utf8')).split('\n').filter(Boolean).length;
+  } catch {
+    return { name: 'dead letters', status: 'ok', detail: 'none' };
+  }
+  return rows === 0
+    ? { name: 'dead letters', status: 'ok', detail: 'none' }
+    : { name: 'dead letters', status: 'warn', detail: `${rows} row(s) refused by the span store in ${dir}`, fix: 'read the reasons in those files; fix the schema or the data, then re-insert them' };
+}
+
+async function probeServer(url: string, timeoutMs: number): Promise<'ready' | 'not-ready' | 'down'> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return res.ok ? 'ready' : 'not-ready';
+  } catch {
+    return 'down';
+  }
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
