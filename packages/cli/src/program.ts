@@ -7,6 +7,7 @@ import { serve } from './actions/serve.js';
 import { registerKeys } from './commands/keys.js';
 import { registerOrgs } from './commands/orgs.js';
 import { registerPlans } from './commands/plans.js';
+import { registerPrices } from './commands/prices.js';
 import { createContext, type CliContext } from './context.js';
 import { printJson, stdio, type Output } from './output.js';
 import type { Runner } from './runner.js';
@@ -82,6 +83,7 @@ export function buildProgram(deps: ProgramDeps): Command {
   registerPlans(program, run);
   registerOrgs(program, run);
   registerKeys(program, run);
+  registerPrices(program, run);
   return program;
 }
 

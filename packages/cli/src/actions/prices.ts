@@ -1,0 +1,142 @@
+import { UsageError } from '@trace-ingest/shared/errors';
+import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
+import { PriceEngine, type PriceQuote } from '@trace-ingest/shared/price-engine';
+import type { PriceOverrideRecord } from '@trace-ingest/store/key-store';
+import type { CliContext } from '../context.js';
+
+export interface SetPriceInput {
+  model: string;
+  provider?: string | undefined;
+  org?: string | undefined;
+  from?: string | undefined;
+  input: string;
+  output: string;
+  cachedInput?: string | undefined;
+  cacheWrite?: string | undefined;
+  reasoning?: string | undefined;
+  image?: string | undefined;
+  webSearch?: string | undefined;
+  request?: string | undefined;
+}
+
+export interface PriceListing {
+  id: string;
+  org: string;
+  provider: string;
+  model: string;
+  from: string;
+  inputPerMtok: string;
+  outputPerMtok: string;
+  cachedInputPerMtok: string | null;
+  cacheWriteInputPerMtok: string | null;
+  reasoningPerMtok: string | null;
+  imageEach: string | null;
+  webSearchEach: string | null;
+  requestEach: string | null;
+}
+
+/** A date (YYYY-MM-DD, UTC midnight) or an ISO timestamp, as epoch ms. */
+export function parseDate(text: string, flag: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00Z`) : Date.parse(text);
+  if (!Number.isFinite(ms)) throw new UsageError(`${flag}: not a date (use YYYY-MM-DD or an ISO timestamp): ${text}`);
+  return ms;
+}
+
+function price(text: string | undefined, flag: string): string | null {
+  if (text === undefined) return null;
+  let v: bigint;
+  try {
+    v = parseDecimal(text);
+  } catch {
+    throw new UsageError(`${flag}: not a decimal number: ${text}`);
+  }
+  if (v < 0n) throw new UsageError(`${flag}: must be >= 0`);
+  return formatDecimal(v);
+}
+
+async function orgIdOf(ctx: CliContext, org: string | undefined): Promise<string> {
+  if (org === undefined) return '';
+  const o = await (await ctx.keys()).getOrg(org);
+  if (o === null) throw new UsageError(`unknown org "${org}"; see "trace-ingest orgs list"`);
+  return o.id;
+}
+
+async function listing(ctx: CliContext, r: PriceOverrideRecord): Promise<PriceListing> {
+  const keys = await ctx.keys();
+  const org = r.orgId === '' ? '*' : ((await keys.getOrg(r.orgId))?.name ?? r.orgId);
+  const { id, provider, model, validFrom, createdAt: _createdAt, orgId: _orgId, ...prices } = r;
+  return { id, org, provider: provider === '' ? '*' : provider, model, from: validFrom === 0 ? 'always' : new Date(validFrom).toISOString(), ...prices };
+}
+
+export async function setPrice(ctx: CliContext, input: SetPriceInput): Promise<PriceListing> {
+  const inputPerMtok = price(input.input, '--input');
+  const outputPerMtok = price(input.output, '--output');
+  if (inputPerMtok === null || outputPerMtok === null) throw new UsageError('--input and --output are required');
+  const rec = await (await ctx.keys()).setPriceOverride({
+    orgId: await orgIdOf(ctx, input.org),
+    provider: input.provider ?? '',
+    model: input.model,
+    validFrom: input.from === undefined ? 0 : parseDate(input.from, '--from'),
+    inputPerMtok,
+    outputPerMtok,
+    cachedInputPerMtok: price(input.cachedInput, '--cached-input'),
+    cacheWriteInputPerMtok: price(input.cacheWrite, '--cache-write'),
+    reasoningPerMtok: price(input.reasoning, '--reasoning'),
+    imageEach: price(input.image, '--image'),
+    webSearchEach: price(input.webSearch, '--web-search'),
+    requestEach: price(input.request, '--request'),
+  });
+  return listing(ctx, rec);
+}
+
+export async function listPrices(ctx: CliContext): Promise<PriceListing[]> {
+  const out: PriceListing[] = [];
+  for (const r of await (await ctx.keys()).listPriceOverrides()) out.push(await listing(ctx, r));
+  return out;
+}
+
+export async function unsetPrice(ctx: CliContext, input: { model: string; provider?: string | undefined; org?: string | undefined; from?: string | undefined }): Promise<number> {
+  const n = await (await ctx.keys()).unsetPriceOverride({
+    orgId: await orgIdOf(ctx, input.org),
+    provider: input.provider ?? '',
+    model: input.model,
+    ...(input.from === undefined ? {} : { validFrom: parseDate(input.from, '--from') }),
+  });
+  if (n === 0) throw new UsageError(`no price override for model "${input.model}"${input.provider === undefined ? '' : ` provider "${input.provider}"`}${input.org === undefined ? '' : ` org "${input.org}"`}; see "trace-ingest prices list"`);
+  return n;
+}
+
+/** The unit prices that would apply, and where they come from. */
+export async function showPrice(ctx: CliContext, input: { model: string; provider?: string | undefined; org?: string | undefined; at?: string | undefined }): Promise<PriceQuote & { at: string }> {
+  const engine = await PriceEngine.create({ catalogFile: ctx.config.PRICE_CATALOG_FILE });
+  const overrides = await (await ctx.keys()).listPriceOverrides();
+  engine.setOverrides(overrides.map(({ createdAt: _c, ...o }) => o));
+  const at = input.at === undefined ? Date.now() : parseDate(input.at, '--at');
+  const q = engine.quote({ orgId: await orgIdOf(ctx, input.org), provider: input.provider, model: input.model, at });
+  if (q === null) {
+    throw new UsageError(`no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`} in the catalog (${engine.catalogVersion}) or the overrides; add one with "trace-ingest prices set"`);
+  }
+  return { ...q, at: new Date(at).toISOString() };
+}
+
+export interface UnpricedModel {
+  provider: string;
+  model: string;
+  spans: number;
+  firstSeen: string;
+  lastSeen: string;
+}
+
+export async function unpricedModels(ctx: CliContext): Promise<UnpricedModel[]> {
+  const rows = await (await ctx.spans()).query(
+    `SELECT provider, model_id AS model, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen
+       FROM spans WHERE priced = false AND model_id <> '' GROUP BY provider, model_id ORDER BY spans DESC, model`,
+  );
+  return rows.map((r) => ({
+    provider: String(r.provider),
+    model: String(r.model),
+    spans: Number(r.spans),
+    firstSeen: new Date(Number(r.first_seen)).toISOString(),
+    lastSeen: new Date(Number(r.last_seen)).toISOString(),
+  }));
+}

@@ -1,0 +1,103 @@
+import type { Command } from 'commander';
+import { listPrices, setPrice, showPrice, unpricedModels, unsetPrice } from '../actions/prices.js';
+import type { Runner } from '../runner.js';
+import { printJson, printTable } from '../output.js';
+
+export function registerPrices(program: Command, run: Runner): void {
+  const prices = program.command('prices').description('price overrides (USD) that win over the catalog; changes apply to the next request');
+  prices
+    .command('set <model>')
+    .description('set unit prices for a model: per 1M tokens, or per unit for images, web searches and requests')
+    .option('--provider <provider>', 'only for this provider (default: any)')
+    .option('--org <org>', 'only for this org (default: every org)')
+    .option('--from <date>', 'in force from this date (YYYY-MM-DD UTC or ISO timestamp; default: always)')
+    .requiredOption('--input <usd>', 'USD per 1M uncached input tokens')
+    .requiredOption('--output <usd>', 'USD per 1M output tokens')
+    .option('--cached-input <usd>', 'USD per 1M cache-read tokens (default: the input price)')
+    .option('--cache-write <usd>', 'USD per 1M cache-write tokens (default: the input price)')
+    .option('--reasoning <usd>', 'USD per 1M reasoning tokens (default: the output price)')
+    .option('--image <usd>', 'USD per image')
+    .option('--web-search <usd>', 'USD per web search')
+    .option('--request <usd>', 'USD per request')
+    .option('--json', 'print JSON')
+    .action((model: string, o: Record<string, string | undefined> & { json?: boolean }) =>
+      run(async (ctx, out) => {
+        const r = await setPrice(ctx, {
+          model,
+          provider: o.provider,
+          org: o.org,
+          from: o.from,
+          input: o.input ?? '',
+          output: o.output ?? '',
+          cachedInput: o.cachedInput,
+          cacheWrite: o.cacheWrite,
+          reasoning: o.reasoning,
+          image: o.image,
+          webSearch: o.webSearch,
+          request: o.request,
+        });
+        if (o.json === true) printJson(out, r);
+        else out.out(`price set for ${r.model} (provider ${r.provider}, org ${r.org}, from ${r.from}): input ${r.inputPerMtok}, output ${r.outputPerMtok} USD per 1M tokens`);
+      }),
+    );
+  prices
+    .command('show <model>')
+    .description('show the unit prices that would apply, and where they come from')
+    .option('--provider <provider>', 'provider as spans send it')
+    .option('--org <org>', 'as seen by this org')
+    .option('--at <date>', 'at this time (default: now)')
+    .option('--json', 'print JSON')
+    .action((model: string, o: { provider?: string; org?: string; at?: string; json?: boolean }) =>
+      run(async (ctx, out) => {
+        const q = await showPrice(ctx, { model, provider: o.provider, org: o.org, at: o.at });
+        if (o.json === true) {
+          printJson(out, q);
+          return;
+        }
+        out.out(`${q.provider}/${q.model} at ${q.at} from ${q.source}${q.tiers.length > 0 ? ` (long-context tiers above ${q.tiers.join(', ')} input tokens)` : ''}`);
+        const fb = (k: string) => (q.fallbacks[k] === undefined ? '' : `  (no own price: ${q.fallbacks[k]} price)`);
+        out.out(`  input          ${q.inputPerMtok} USD / 1M tokens`);
+        out.out(`  cached input   ${q.cachedInputPerMtok} USD / 1M tokens${fb('cachedInput')}`);
+        out.out(`  cache write    ${q.cacheWriteInputPerMtok} USD / 1M tokens${fb('cacheWriteInput')}`);
+        out.out(`  output         ${q.outputPerMtok} USD / 1M tokens`);
+        out.out(`  reasoning      ${q.reasoningPerMtok} USD / 1M tokens${fb('reasoning')}`);
+        out.out(`  image          ${q.imageEach} USD each`);
+        out.out(`  web search     ${q.webSearchEach} USD each`);
+        out.out(`  request        ${q.requestEach} USD each`);
+      }),
+    );
+  prices
+    .command('list')
+    .description('list price overrides')
+    .option('--json', 'print JSON')
+    .action((o: { json?: boolean }) =>
+      run(async (ctx, out) => {
+        const list = await listPrices(ctx);
+        if (o.json === true) printJson(out, list);
+        else printTable(out, list, ['model', 'provider', 'org', 'from', 'inputPerMtok', 'outputPerMtok', 'cachedInputPerMtok', 'cacheWriteInputPerMtok', 'reasoningPerMtok']);
+      }),
+    );
+  prices
+    .command('unset <model>')
+    .description('remove price overrides of a model')
+    .option('--provider <provider>', 'the override of this provider (default: the one for any provider)')
+    .option('--org <org>', "this org's override (default: the global one)")
+    .option('--from <date>', 'only the override starting at this date (default: all)')
+    .action((model: string, o: { provider?: string; org?: string; from?: string }) =>
+      run(async (ctx, out) => {
+        const n = await unsetPrice(ctx, { model, provider: o.provider, org: o.org, from: o.from });
+        out.out(`removed ${n} price override(s) for ${model}`);
+      }),
+    );
+  prices
+    .command('unpriced')
+    .description('models seen in spans without a price, with span counts')
+    .option('--json', 'print JSON')
+    .action((o: { json?: boolean }) =>
+      run(async (ctx, out) => {
+        const list = await unpricedModels(ctx);
+        if (o.json === true) printJson(out, list);
+        else printTable(out, list, ['provider', 'model', 'spans', 'firstSeen', 'lastSeen']);
+      }),
+    );
+}
