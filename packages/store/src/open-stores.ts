@@ -18,5 +18,9 @@ export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
 }
 
 export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
-  return Promise.resolve(new DuckDbSpanStore({ file: opts.duckdbFile }));
+  if (opts.clickhouseUrl !== undefined) {
+    const { ClickHouseSpanStore } = await import('./clickhouse.js');
+    return new ClickHouseSpanStore({ url: opts.clickhouseUrl, ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }) });
+  }
+  return new DuckDbSpanStore({ file: opts.duckdbFile });
 }
