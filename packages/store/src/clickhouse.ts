@@ -6,8 +6,14 @@ import { SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-st
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/clickhouse/', import.meta.url));
 
-// LowCardinality is experimental (and gated by this setting) on 18.16; later servers ignore it.
-const DDL_SETTINGS = { allow_experimental_low_cardinality_type: 1 } as const;
+/**
+ * LowCardinality is experimental, and gated by a setting, before 19.x; servers
+ * from 24.x on refuse that setting as unknown, so it is sent only to old ones.
+ */
+export function ddlSettingsFor(serverVersion: string): Record<string, 1> {
+  const major = Number.parseInt(serverVersion, 10);
+  return Number.isFinite(major) && major < 19 ? { allow_experimental_low_cardinality_type: 1 } : {};
+}
 
 // Error codes for data the server will never accept (parse and type errors):
 // retrying cannot help, so the rows are dead-lettered.
@@ -86,22 +92,36 @@ function databaseOf(url: URL): string {
   return db;
 }
 
+export const MIGRATIONS_TABLE_DDL = 'CREATE TABLE IF NOT EXISTS schema_migrations (version String, applied_at DateTime) ENGINE = MergeTree ORDER BY version';
+
+/** The versioned migrations in order, each split into statements. */
+export async function clickHouseMigrations(): Promise<{ version: string; statements: string[] }[]> {
+  const files = (await fs.readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')).sort();
+  const out: { version: string; statements: string[] }[] = [];
+  for (const file of files) {
+    const text = await fs.readFile(MIGRATIONS_DIR + file, 'utf8');
+    const statements = text
+      .split(/;\s*(?:\n|$)/)
+      .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
+      .filter(Boolean);
+    out.push({ version: file.replace(/\.sql$/, ''), statements });
+  }
+  return out;
+}
+
 /** Applies migrations/clickhouse/*.sql not yet recorded in `schema_migrations`; safe to run concurrently. */
 export async function applyClickHouseMigrations(client: ClickHouseClient): Promise<string[]> {
-  await client.command({
-    query: 'CREATE TABLE IF NOT EXISTS schema_migrations (version String, applied_at DateTime) ENGINE = MergeTree ORDER BY version',
-  });
+  await client.command({ query: MIGRATIONS_TABLE_DDL });
   const rs = await client.query({ query: 'SELECT DISTINCT version FROM schema_migrations', format: 'JSONEachRow' });
   const applied = new Set((await rs.json<{ version: string }>()).map((r) => r.version));
-  const files = (await fs.readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')).sort();
+  const vs = await client.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' });
+  const settings = ddlSettingsFor((await vs.json<{ v: string }>())[0]?.v ?? '');
   const done: string[] = [];
-  for (const file of files) {
-    const version = file.replace(/\.sql$/, '');
+  for (const { version, statements } of await clickHouseMigrations()) {
     if (applied.has(version)) continue;
-    const text = await fs.readFile(MIGRATIONS_DIR + file, 'utf8');
     // Every statement is idempotent (IF NOT EXISTS), so two replicas applying at once both succeed.
-    for (const stmt of text.split(/;\s*(?:\n|$)/).map((s) => s.replace(/^\s*--.*$/gm, '').trim()).filter(Boolean)) {
-      await client.command({ query: stmt, clickhouse_settings: DDL_SETTINGS });
+    for (const stmt of statements) {
+      await client.command({ query: stmt, clickhouse_settings: settings });
     }
     await client.command({ query: `INSERT INTO schema_migrations (version, applied_at) VALUES (${quoteString(version)}, now())` });
     done.push(version);
