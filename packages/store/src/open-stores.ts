@@ -14,7 +14,11 @@ export interface StoreOptions {
 }
 
 export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
-  return Promise.resolve(new SqliteKeyStore(opts.sqliteFile));
+  if (opts.databaseUrl !== undefined) {
+    const { PostgresKeyStore } = await import('./key-store-postgres.js');
+    return new PostgresKeyStore(opts.databaseUrl);
+  }
+  return new SqliteKeyStore(opts.sqliteFile);
 }
 
 export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
