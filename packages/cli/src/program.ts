@@ -8,6 +8,7 @@ import { registerKeys } from './commands/keys.js';
 import { registerOrgs } from './commands/orgs.js';
 import { registerPlans } from './commands/plans.js';
 import { registerPrices } from './commands/prices.js';
+import { registerReports } from './commands/reports.js';
 import { createContext, type CliContext } from './context.js';
 import { printJson, stdio, type Output } from './output.js';
 import type { Runner } from './runner.js';
@@ -84,6 +85,7 @@ export function buildProgram(deps: ProgramDeps): Command {
   registerOrgs(program, run);
   registerKeys(program, run);
   registerPrices(program, run);
+  registerReports(program, run);
   return program;
 }
 

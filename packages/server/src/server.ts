@@ -8,6 +8,7 @@ import type { KeyStore } from '@trace-ingest/store/key-store';
 import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import express from 'express';
+import { AdminServer } from './admin.js';
 import { createApp, metricsHandler } from './app.js';
 import { Authenticator } from './auth.js';
 import { BodySlots } from './body.js';
@@ -55,6 +56,7 @@ export class IngestServer {
   private flusher: Flusher | undefined;
   private http: http.Server | undefined;
   private metricsHttp: http.Server | undefined;
+  private admin: AdminServer | undefined;
   private draining = false;
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
@@ -131,6 +133,14 @@ export class IngestServer {
       this.metricsHttp = http.createServer(metricsApp);
       await listen(this.metricsHttp, c.METRICS_PORT, c.HOST);
     }
+    this.admin = new AdminServer(c.adminSocket, spanStore, pricing, this.logger, this.metrics);
+    try {
+      await this.admin.start();
+    } catch (e) {
+      // Reports then fall back to opening the store directly; ingest does not depend on it.
+      this.logger.warn({ err: e, socket: c.adminSocket }, 'admin socket unavailable');
+      this.admin = undefined;
+    }
     const server = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, (req, res) => {
       this.inFlight++;
       res.once('close', () => {
@@ -195,6 +205,7 @@ export class IngestServer {
         m.closeAllConnections();
       });
     }
+    await this.admin?.close();
     await this.flusher?.close(c.DRAIN_TIMEOUT_MS);
     await this.log?.close();
     await this.limiter?.close();

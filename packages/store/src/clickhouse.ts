@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-store.js';
+import { ReadOnlyQueryError, SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-store.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/clickhouse/', import.meta.url));
 
@@ -213,6 +213,23 @@ export class ClickHouseSpanStore implements SpanStore {
     } catch (e) {
       const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec((e as Error).message)?.[1];
       if (code !== undefined && REJECTED_CODES.has(code)) throw new SpanStoreRejectedError((e as Error).message, { cause: e });
+      throw e;
+    }
+  }
+
+  async replaceLines(lines: Buffer, rowCount: number): Promise<void> {
+    // ReplacingMergeTree keeps the row with the greatest received_at: a newer copy replaces.
+    return this.insertLines(lines, rowCount);
+  }
+
+  async readOnlyQuery(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
+    try {
+      // readonly=2: the server refuses any write, but the client may still set output settings.
+      const rs = await this.c().query({ query: bindParams(sql, params), format: 'JSONEachRow', clickhouse_settings: { readonly: '2' } });
+      return await rs.json<QueryRow>();
+    } catch (e) {
+      const code = (e as { code?: string }).code ?? /^Code: (\d+)/.exec((e as Error).message)?.[1];
+      if (code === '164') throw new ReadOnlyQueryError('only read queries are allowed: the span store is read-only here');
       throw e;
     }
   }

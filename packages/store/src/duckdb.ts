@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import { SPAN_COLUMNS, type ColumnKind } from '@trace-ingest/shared/rows';
-import { SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-store.js';
+import { ReadOnlyQueryError, SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-store.js';
 
 const TYPES: Record<ColumnKind, string> = {
   string: 'VARCHAR',
@@ -100,13 +100,21 @@ export class DuckDbSpanStore implements SpanStore {
   }
 
   async insertLines(lines: Buffer, rowCount: number): Promise<void> {
+    return this.load(lines, rowCount, 'INSERT OR IGNORE');
+  }
+
+  async replaceLines(lines: Buffer, rowCount: number): Promise<void> {
+    return this.load(lines, rowCount, 'INSERT OR REPLACE');
+  }
+
+  private async load(lines: Buffer, rowCount: number, verb: 'INSERT OR IGNORE' | 'INSERT OR REPLACE'): Promise<void> {
     if (rowCount === 0) return;
     const conn = this.conn('writer');
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
     await fs.writeFile(file, lines);
     try {
       await conn.run(
-        `INSERT OR IGNORE INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 536870912)`,
+        `${verb} INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 536870912)`,
       );
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
@@ -115,6 +123,19 @@ export class DuckDbSpanStore implements SpanStore {
     } finally {
       await fs.rm(file, { force: true });
     }
+  }
+
+  async readOnlyQuery(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
+    const conn = this.conn('reader');
+    const extracted = await conn.extractStatements(sql);
+    if (extracted.count !== 1) throw new ReadOnlyQueryError(`give exactly one statement (got ${extracted.count})`);
+    const prepared = await extracted.prepare(0);
+    if (prepared.statementType !== StatementType.SELECT && prepared.statementType !== StatementType.EXPLAIN) {
+      throw new ReadOnlyQueryError('only SELECT (or EXPLAIN) queries are allowed: the span store is read-only here');
+    }
+    if (params.length > 0) prepared.bind(params as DuckDBValue[]);
+    const reader = await prepared.runAndReadAll();
+    return reader.getRowObjectsJson() as QueryRow[];
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {

@@ -48,6 +48,8 @@ export class PostgresKeyStore implements KeyStore {
   private readonly poolConfig: pg.PoolConfig;
   private pool: pg.Pool | undefined;
   private db: Db | undefined;
+  private readonly usageBatches = new Map<string, UsageBatch>();
+  private starting: Promise<void> | undefined;
 
   constructor(url: string, opts: PostgresKeyStoreOptions = {}) {
     const parsed = parseDatabaseUrl(url);
@@ -68,6 +70,14 @@ export class PostgresKeyStore implements KeyStore {
 
   async start(): Promise<void> {
     if (this.pool !== undefined) return;
+    // Callers that start the same instance at once share one pool.
+    this.starting ??= this.open().finally(() => {
+      this.starting = undefined;
+    });
+    await this.starting;
+  }
+
+  private async open(): Promise<void> {
     const pool = new pg.Pool(this.poolConfig);
     // An idle connection dropped by a database restart is discarded by the pool;
     // without a listener the 'error' event would end the process.
@@ -298,14 +308,48 @@ export class PostgresKeyStore implements KeyStore {
     return Number(rows[0]?.spans ?? 0);
   }
 
+  /**
+   * Every request of an org updates the same row, and each update holds that
+   * row's lock until its commit is flushed, so updates of one org run one
+   * after another: a few hundred a second. While one is in flight, the adds
+   * that arrive for the same org and month wait and then go as one upsert;
+   * each caller gets the total after its spans were added.
+   */
   async addMonthUsage(orgId: string, month: string, n: number): Promise<number> {
-    const rows = await this.query<{ spans: string }>(
-      `INSERT INTO usage_months AS u (org_id, month, spans) VALUES ($1, $2, $3)
-       ON CONFLICT (org_id, month) DO UPDATE SET spans = u.spans + excluded.spans RETURNING spans`,
-      [orgId, month, n],
-      'ti_add_usage',
-    );
-    return Number(rows[0]?.spans ?? 0);
+    // One bad number would fail every add it shares an upsert with.
+    if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`usage to add must be an integer >= 0 (got ${n})`);
+    const key = `${orgId}\u0000${month}`;
+    let batch = this.usageBatches.get(key);
+    if (batch === undefined) {
+      batch = { spans: 0, waiters: [], running: false };
+      this.usageBatches.set(key, batch);
+    }
+    const total = new Promise<number>((resolve, reject) => batch.waiters.push({ resolve, reject }));
+    batch.spans += n;
+    if (!batch.running) void this.flushUsage(key, batch, orgId, month);
+    return total;
+  }
+
+  private async flushUsage(key: string, batch: UsageBatch, orgId: string, month: string): Promise<void> {
+    batch.running = true;
+    while (batch.waiters.length > 0) {
+      const waiters = batch.waiters.splice(0);
+      const spans = batch.spans;
+      batch.spans = 0;
+      try {
+        const rows = await this.query<{ spans: string }>(
+          `INSERT INTO usage_months AS u (org_id, month, spans) VALUES ($1, $2, $3)
+           ON CONFLICT (org_id, month) DO UPDATE SET spans = u.spans + excluded.spans RETURNING spans`,
+          [orgId, month, spans],
+          'ti_add_usage',
+        );
+        const total = Number(rows[0]?.spans ?? 0);
+        for (const w of waiters) w.resolve(total);
+      } catch (e) {
+        for (const w of waiters) w.reject(e);
+      }
+    }
+    this.usageBatches.delete(key);
   }
 
   async listPriceOverrides(): Promise<PriceOverrideRecord[]> {
@@ -352,6 +396,13 @@ export class PostgresKeyStore implements KeyStore {
     const rows = await this.query<{ value: string }>('SELECT value FROM settings WHERE key = $1', [PRICE_VERSION_KEY], 'ti_price_version');
     return rows[0]?.value ?? '0';
   }
+}
+
+interface UsageBatch {
+  /** Spans of the waiting adds, not yet sent. */
+  spans: number;
+  waiters: { resolve: (total: number) => void; reject: (e: unknown) => void }[];
+  running: boolean;
 }
 
 interface ResolvedRow extends Omit<ResolvedKey, 'monthlySpans' | 'rateLimitRps'> {

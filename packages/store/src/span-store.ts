@@ -22,8 +22,26 @@ export interface SpanStore {
    */
   insertLines(lines: Buffer, rowCount: number): Promise<void>;
 
-  /** Read-only query for reports; values bound, never concatenated. */
+  /** Query for the service's own reports; values bound, never concatenated. */
   query(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
+
+  /** An ad-hoc query from ops: refused with ReadOnlyQueryError unless it only reads. */
+  readOnlyQuery(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
+
+  /**
+   * Writes rows (canonical lines) that replace the stored rows with the same
+   * (org_id, trace_id, span_id): used to reprice. The replacement rows carry a
+   * newer received_at.
+   */
+  replaceLines(lines: Buffer, rowCount: number): Promise<void>;
+}
+
+/** A query that would write, or more than one statement, given to readOnlyQuery. */
+export class ReadOnlyQueryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReadOnlyQueryError';
+  }
 }
 
 /** The store refused the rows themselves (schema mismatch, bad value): dead-letter them. */

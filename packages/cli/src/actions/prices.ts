@@ -3,6 +3,7 @@ import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
 import { PriceEngine, type PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { PriceOverrideRecord } from '@trace-ingest/store/key-store';
 import type { CliContext } from '../context.js';
+import { openSpanAccess } from '../span-access.js';
 
 export interface SetPriceInput {
   model: string;
@@ -128,9 +129,10 @@ export interface UnpricedModel {
 }
 
 export async function unpricedModels(ctx: CliContext): Promise<UnpricedModel[]> {
-  const rows = await (await ctx.spans()).query(
+  const ch = ctx.config.CLICKHOUSE_URL !== undefined;
+  const rows = await (await openSpanAccess(ctx)).sql(
     `SELECT provider, model_id AS model, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen
-       FROM spans WHERE priced = false AND model_id <> '' GROUP BY provider, model_id ORDER BY spans DESC, model`,
+       FROM spans${ch ? ' FINAL' : ''} WHERE ${ch ? 'priced = 0' : 'NOT priced'} AND model_id <> '' GROUP BY provider, model_id ORDER BY spans DESC, model`,
   );
   return rows.map((r) => ({
     provider: String(r.provider),

@@ -1,0 +1,50 @@
+import { UsageError } from '@trace-ingest/shared/errors';
+import type { GroupBy, RepriceResult, UsageRow } from '@trace-ingest/store/reports';
+import type { QueryRow } from '@trace-ingest/store/span-store';
+import type { CliContext } from '../context.js';
+import { openSpanAccess } from '../span-access.js';
+import { parseDate } from './prices.js';
+
+export interface Window {
+  month?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+}
+
+/** A report window: a UTC month (default: this one) or [from, to) dates. */
+export function resolveWindow(w: Window, now = Date.now()): { from: number; to: number } {
+  if (w.month !== undefined && (w.from !== undefined || w.to !== undefined)) throw new UsageError('give --month or --from/--to, not both');
+  if (w.from !== undefined || w.to !== undefined) {
+    if (w.from === undefined) throw new UsageError('--to needs --from');
+    const from = parseDate(w.from, '--from');
+    // A bare --to date includes that whole day.
+    const to = w.to === undefined ? now + 1 : parseDate(w.to, '--to') + (/^\d{4}-\d{2}-\d{2}$/.test(w.to) ? 86_400_000 : 0);
+    if (to <= from) throw new UsageError('--to must be after --from');
+    return { from, to };
+  }
+  const month = w.month ?? new Date(now).toISOString().slice(0, 7);
+  const m = /^(\d{4})-(\d{2})$/.exec(month);
+  if (m === null || Number(m[2]) < 1 || Number(m[2]) > 12) throw new UsageError(`--month must be YYYY-MM (got ${month})`);
+  const from = Date.UTC(Number(m[1]), Number(m[2]) - 1, 1);
+  return { from, to: Date.UTC(Number(m[1]), Number(m[2]), 1) };
+}
+
+async function orgId(ctx: CliContext, org: string): Promise<string> {
+  const o = await (await ctx.keys()).getOrg(org);
+  if (o === null) throw new UsageError(`unknown org "${org}"; see "trace-ingest orgs list"`);
+  return o.id;
+}
+
+export async function usage(ctx: CliContext, input: Window & { org: string; by: GroupBy; customer?: string | undefined }): Promise<UsageRow[]> {
+  const access = await openSpanAccess(ctx);
+  return access.usage({ orgId: await orgId(ctx, input.org), ...resolveWindow(input), by: input.by, customerId: input.customer });
+}
+
+export async function sql(ctx: CliContext, query: string): Promise<QueryRow[]> {
+  return (await openSpanAccess(ctx)).sql(query);
+}
+
+export async function repriceSpans(ctx: CliContext, input: { org: string; from: string; to?: string | undefined; model?: string | undefined }): Promise<RepriceResult> {
+  const access = await openSpanAccess(ctx);
+  return access.reprice({ orgId: await orgId(ctx, input.org), ...resolveWindow({ from: input.from, to: input.to }), model: input.model });
+}

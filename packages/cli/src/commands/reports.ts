@@ -1,0 +1,93 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { GROUPS, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
+import { repriceSpans, sql, usage } from '../actions/usage.js';
+import type { Runner } from '../runner.js';
+import { parseOptions } from '../options.js';
+import { printJson, printTable, type Output } from '../output.js';
+
+function flat(r: UsageRow): Record<string, string | number> {
+  return { group: r.group, spans: r.spans, unpriced_spans: r.unpricedSpans, ...r.tokens, ...r.costs };
+}
+
+function csvCell(v: unknown): string {
+  const s = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  return /[",\n\r]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+}
+
+export function printCsv(out: Output, rows: readonly Record<string, unknown>[]): void {
+  const first = rows[0];
+  if (first === undefined) return;
+  const cols = Object.keys(first);
+  out.out([cols.join(','), ...rows.map((r) => cols.map((c) => csvCell(r[c])).join(','))].join('\n'));
+}
+
+export function registerReports(program: Command, run: Runner): void {
+  program
+    .command('usage')
+    .description('spans, tokens and exact cost per dimension for an org, grouped; works while the server runs')
+    .requiredOption('--org <org>', 'org name or id')
+    .option('--month <YYYY-MM>', 'a UTC calendar month (default: this month)')
+    .option('--from <date>', 'start (YYYY-MM-DD UTC or ISO timestamp)')
+    .option('--to <date>', 'end (a bare date includes that day)')
+    .option('--by <group>', `one of ${Object.keys(GROUPS).join(', ')}`, 'model')
+    .option('--customer <id>', 'only this customer')
+    .option('--json', 'print JSON')
+    .option('--csv', 'print CSV')
+    .action((raw: Record<string, unknown>) =>
+      run(async (ctx, out) => {
+        const o = parseOptions(
+          z.object({
+            org: z.string().min(1),
+            month: z.string().optional(),
+            from: z.string().optional(),
+            to: z.string().optional(),
+            by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]),
+            customer: z.string().optional(),
+            json: z.boolean().optional(),
+            csv: z.boolean().optional(),
+          }),
+          raw,
+        );
+        const rows = await usage(ctx, o);
+        const total = usageTotals(rows);
+        if (o.json === true) printJson(out, { rows, total });
+        else if (o.csv === true) printCsv(out, [...rows, total].map(flat));
+        else {
+          const table = [...rows, total].map((r) => ({ [o.by]: r.group, spans: r.spans, unpriced: r.unpricedSpans, input_tokens: r.tokens.input_tokens, cached_tokens: r.tokens.cached_input_tokens, output_tokens: r.tokens.output_tokens, reasoning_tokens: r.tokens.reasoning_tokens, input_usd: r.costs.input_cost, cached_usd: r.costs.cached_input_cost, cache_write_usd: r.costs.cache_write_input_cost, output_usd: r.costs.output_cost, reasoning_usd: r.costs.reasoning_cost, other_usd: otherCost(r), total_usd: r.costs.total_cost }));
+          printTable(out, table, Object.keys(table[0] ?? {}) as (keyof (typeof table)[number] & string)[]);
+        }
+      }),
+    );
+  program
+    .command('sql <query>')
+    .description('run a read-only query on the span store (writes are refused); works while the server runs')
+    .option('--json', 'print JSON')
+    .action((query: string, o: { json?: boolean }) =>
+      run(async (ctx, out) => {
+        const rows = await sql(ctx, query);
+        if (o.json === true) printJson(out, rows);
+        else printTable(out, rows, Object.keys(rows[0] ?? {}));
+      }),
+    );
+  program
+    .command('reprice')
+    .description('recompute stored costs with the current prices (idempotent); reports rows changed and the cost difference')
+    .requiredOption('--org <org>', 'org name or id')
+    .requiredOption('--from <date>', 'start (YYYY-MM-DD UTC or ISO timestamp)')
+    .option('--to <date>', 'end (default: now)')
+    .option('--model <model>', 'only spans of this model')
+    .option('--json', 'print JSON')
+    .action((o: { org: string; from: string; to?: string; model?: string; json?: boolean }) =>
+      run(async (ctx, out) => {
+        const r = await repriceSpans(ctx, o);
+        if (o.json === true) printJson(out, r);
+        else out.out(`repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`);
+      }),
+    );
+}
+
+function otherCost(r: UsageRow): string {
+  const parts = [r.costs.image_cost, r.costs.web_search_cost, r.costs.request_cost];
+  return parts.every((p) => p === '0') ? '0' : parts.join(' + ');
+}

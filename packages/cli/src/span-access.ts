@@ -1,0 +1,101 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import { UsageError } from '@trace-ingest/shared/errors';
+import { PriceEngine } from '@trace-ingest/shared/price-engine';
+import { reprice, usageReport, type RepriceFilter, type RepriceResult, type UsageFilter, type UsageRow } from '@trace-ingest/store/reports';
+import type { QueryRow } from '@trace-ingest/store/span-store';
+import type { CliContext } from './context.js';
+
+/** Reports and queries on the span store, through a running server or directly. */
+export interface SpanAccess {
+  readonly via: 'server' | 'direct';
+  usage(f: UsageFilter): Promise<UsageRow[]>;
+  sql(sql: string, params?: unknown[]): Promise<QueryRow[]>;
+  reprice(f: RepriceFilter): Promise<RepriceResult>;
+}
+
+function request<T>(socketPath: string, method: string, path: string, body?: unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request({ socketPath, method, path, headers: data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          reject(new Error(`the server's admin socket answered ${res.statusCode ?? '?'} with non-JSON`));
+          return;
+        }
+        if ((res.statusCode ?? 500) >= 400) reject(new UsageError((parsed as { error?: string }).error ?? `admin request failed (${res.statusCode})`));
+        else resolve(parsed as T);
+      });
+    });
+    req.setTimeout(600_000, () => req.destroy(new Error('admin request timed out')));
+    req.on('error', reject);
+    if (data !== undefined) req.write(data);
+    req.end();
+  });
+}
+
+class ServerAccess implements SpanAccess {
+  readonly via = 'server';
+  constructor(private readonly socket: string) {}
+  async usage(f: UsageFilter): Promise<UsageRow[]> {
+    return (await request<{ rows: UsageRow[] }>(this.socket, 'POST', '/v1/usage', f)).rows;
+  }
+  async sql(sql: string, params: unknown[] = []): Promise<QueryRow[]> {
+    return (await request<{ rows: QueryRow[] }>(this.socket, 'POST', '/v1/query', { sql, params })).rows;
+  }
+  reprice(f: RepriceFilter): Promise<RepriceResult> {
+    return request<RepriceResult>(this.socket, 'POST', '/v1/reprice', f);
+  }
+}
+
+class DirectAccess implements SpanAccess {
+  readonly via = 'direct';
+  constructor(private readonly ctx: CliContext) {}
+  async usage(f: UsageFilter): Promise<UsageRow[]> {
+    return usageReport(await this.ctx.spans(), f);
+  }
+  async sql(sql: string, params: unknown[] = []): Promise<QueryRow[]> {
+    return (await this.ctx.spans()).readOnlyQuery(sql, params);
+  }
+  async reprice(f: RepriceFilter): Promise<RepriceResult> {
+    const engine = await PriceEngine.create({ catalogFile: this.ctx.config.PRICE_CATALOG_FILE });
+    engine.setOverrides((await (await this.ctx.keys()).listPriceOverrides()).map(({ createdAt: _c, ...o }) => o));
+    return reprice(await this.ctx.spans(), (span, orgId) => engine.price(span, orgId), f);
+  }
+}
+
+async function serverAnswers(socket: string): Promise<boolean> {
+  if (!fs.existsSync(socket)) return false;
+  try {
+    await request(socket, 'GET', '/v1/ping');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * ClickHouse takes any number of clients, so the CLI talks to it directly.
+ * DuckDB lets one process hold its file: go through the running server's
+ * admin socket when it answers, else open the file.
+ */
+export async function openSpanAccess(ctx: CliContext): Promise<SpanAccess> {
+  if (ctx.config.CLICKHOUSE_URL !== undefined) return new DirectAccess(ctx);
+  if (await serverAnswers(ctx.config.adminSocket)) return new ServerAccess(ctx.config.adminSocket);
+  try {
+    await ctx.spans();
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    if (/lock/i.test(msg)) {
+      throw new UsageError(`the span store ${ctx.config.duckdbFile} is held by another process and no server answers on ${ctx.config.adminSocket}; run this on the server's machine with the same DATA_DIR, or stop the other process`);
+    }
+    throw e;
+  }
+  return new DirectAccess(ctx);
+}

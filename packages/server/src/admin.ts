@@ -1,0 +1,98 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import express from 'express';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
+import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
+import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
+import { errorMiddleware } from './app.js';
+import type { Pricing } from './ingest.js';
+import type { Metrics } from './metrics.js';
+
+const Window = { orgId: z.string().min(1), from: z.number().int(), to: z.number().int() };
+const UsageBody = z.strictObject({ ...Window, by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]), customerId: z.string().optional() });
+const RepriceBody = z.strictObject({ ...Window, model: z.string().optional() });
+const QueryBody = z.strictObject({ sql: z.string().min(1).max(100_000), params: z.array(z.unknown()).max(1000).default([]) });
+
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const r = schema.safeParse(body);
+  if (!r.success) throw new BadRequestError('TI_ERR_ADMIN_REQUEST', r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+  return r.data;
+}
+
+/**
+ * The CLI's way into a running server: HTTP over a Unix socket in DATA_DIR,
+ * readable and writable by the owner only, never on the network. DuckDB lets
+ * one process hold its file, so reports, ad-hoc queries and repricing run
+ * here, on the server's own connection.
+ */
+export class AdminServer {
+  private server: http.Server | undefined;
+
+  constructor(
+    private readonly socketPath: string,
+    private readonly spans: SpanStore,
+    private readonly pricing: Pricing,
+    private readonly logger: Logger,
+    private readonly metrics: Metrics,
+  ) {}
+
+  async start(): Promise<void> {
+    const app = express();
+    app.use(express.json({ limit: '1mb' }));
+    app.get('/v1/ping', (_req, res) => {
+      res.json({ ok: true, spanStore: this.spans.kind });
+    });
+    app.post('/v1/query', async (req, res) => {
+      const b = parse(QueryBody, req.body);
+      try {
+        res.json({ rows: await this.spans.readOnlyQuery(b.sql, b.params) });
+      } catch (e) {
+        if (e instanceof ReadOnlyQueryError) throw new BadRequestError('TI_ERR_READ_ONLY', e.message);
+        if (e instanceof TiError) throw e;
+        throw new BadRequestError('TI_ERR_QUERY', e instanceof Error ? e.message : String(e));
+      }
+    });
+    app.post('/v1/usage', async (req, res) => {
+      res.json({ rows: await usageReport(this.spans, parse(UsageBody, req.body)) });
+    });
+    app.post('/v1/reprice', async (req, res) => {
+      await this.pricing.refresh();
+      res.json(await reprice(this.spans, this.pricing.price, parse(RepriceBody, req.body)));
+    });
+    app.use(errorMiddleware(this.logger, this.metrics));
+
+    removeStaleSocket(this.socketPath);
+    const server = http.createServer(app);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.socketPath, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    fs.chmodSync(this.socketPath, 0o600);
+    this.server = server;
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    if (s === undefined) return;
+    await new Promise<void>((resolve) => {
+      s.close(() => resolve());
+      s.closeAllConnections();
+    });
+    fs.rmSync(this.socketPath, { force: true });
+  }
+}
+
+function removeStaleSocket(p: string): void {
+  // A socket file left by a killed server: nothing listens on it any more.
+  try {
+    if (fs.statSync(p).isSocket()) fs.rmSync(p);
+  } catch {
+    // absent
+  }
+}

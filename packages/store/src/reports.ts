@@ -1,0 +1,214 @@
+import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
+import { encodeRow, SPAN_COLUMNS, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import type { Span } from '@trace-ingest/shared/schema';
+import type { QueryRow, SpanStore } from './span-store.js';
+
+/**
+ * Cost and usage reports over the span store, one row per span counted (the
+ * DuckDB primary key; FINAL in ClickHouse), with exact decimal sums.
+ */
+
+export const GROUPS = {
+  customer: 'customer_id',
+  model: 'model_id',
+  provider: 'provider',
+  day: 'start_date',
+  'span-type': 'span_type',
+  trace: 'trace_id',
+  session: 'session_id',
+  workflow: 'workflow_name',
+} as const;
+
+export type GroupBy = keyof typeof GROUPS;
+
+const TOKENS = ['input_tokens', 'cached_input_tokens', 'cache_write_input_tokens', 'output_tokens', 'reasoning_tokens', 'total_tokens', 'image_count', 'web_search_count', 'request_count'] as const;
+const COSTS = ['input_cost', 'cached_input_cost', 'cache_write_input_cost', 'output_cost', 'reasoning_cost', 'image_cost', 'web_search_cost', 'request_cost', 'total_cost'] as const;
+
+export interface UsageRow {
+  group: string;
+  spans: number;
+  unpricedSpans: number;
+  tokens: Record<(typeof TOKENS)[number], number>;
+  costs: Record<(typeof COSTS)[number], string>;
+}
+
+export interface UsageFilter {
+  orgId: string;
+  /** Epoch ms, inclusive. */
+  from: number;
+  /** Epoch ms, exclusive. */
+  to: number;
+  by: GroupBy;
+  customerId?: string | undefined;
+}
+
+function dialect(kind: SpanStore['kind']) {
+  return kind === 'clickhouse'
+    ? { from: 'spans FINAL', text: (e: string) => `toString(${e})`, unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))" }
+    : { from: 'spans', text: (e: string) => `CAST(${e} AS VARCHAR)`, unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)" };
+}
+
+export async function usageReport(store: SpanStore, f: UsageFilter): Promise<UsageRow[]> {
+  const d = dialect(store.kind);
+  const group = GROUPS[f.by];
+  const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
+  const params: unknown[] = [f.orgId, f.from, f.to];
+  if (f.customerId !== undefined) {
+    where.push('customer_id = ?');
+    params.push(f.customerId);
+  }
+  const sql = `SELECT ${d.text(group)} AS grp, count(*) AS spans, ${d.unpriced} AS unpriced,
+      ${TOKENS.map((t) => `${d.text(`sum(${t})`)} AS ${t}`).join(', ')},
+      ${COSTS.map((c) => `${d.text(`sum(${c})`)} AS ${c}`).join(', ')}
+    FROM ${d.from} WHERE ${where.join(' AND ')} GROUP BY ${group}`;
+  const rows = await store.query(sql, params);
+  const out = rows.map(
+    (r): UsageRow => ({
+      group: String(r.grp),
+      spans: Number(r.spans),
+      unpricedSpans: Number(r.unpriced),
+      tokens: Object.fromEntries(TOKENS.map((t) => [t, Number(r[t])])) as UsageRow['tokens'],
+      costs: Object.fromEntries(COSTS.map((c) => [c, formatDecimal(parseDecimal(String(r[c])))])) as UsageRow['costs'],
+    }),
+  );
+  // Sorted by cost, exactly (decimal comparison), then by name.
+  return out.sort((a, b) => {
+    const d2 = parseDecimal(b.costs.total_cost) - parseDecimal(a.costs.total_cost);
+    return d2 > 0n ? 1 : d2 < 0n ? -1 : a.group.localeCompare(b.group);
+  });
+}
+
+export function usageTotals(rows: readonly UsageRow[]): UsageRow {
+  const total: UsageRow = {
+    group: 'TOTAL',
+    spans: 0,
+    unpricedSpans: 0,
+    tokens: Object.fromEntries(TOKENS.map((t) => [t, 0])) as UsageRow['tokens'],
+    costs: Object.fromEntries(COSTS.map((c) => [c, '0'])) as UsageRow['costs'],
+  };
+  for (const r of rows) {
+    total.spans += r.spans;
+    total.unpricedSpans += r.unpricedSpans;
+    for (const t of TOKENS) total.tokens[t] += r.tokens[t];
+    for (const c of COSTS) total.costs[c] = formatDecimal(parseDecimal(total.costs[c]) + parseDecimal(r.costs[c]));
+  }
+  return total;
+}
+
+/** A stored row (as a store returns it) back in the canonical SpanRow form. */
+export function storedToRow(r: QueryRow): SpanRow {
+  const out: Record<string, unknown> = {};
+  for (const [name, kind] of SPAN_COLUMNS) {
+    const v = r[name];
+    switch (kind) {
+      case 'int':
+        out[name] = Number(v);
+        break;
+      case 'nullable_int':
+      case 'nullable_float':
+        out[name] = v === null || v === undefined ? null : Number(v);
+        break;
+      case 'decimal':
+        out[name] = formatDecimal(parseDecimal(String(v)));
+        break;
+      case 'bool':
+        out[name] = v === true || v === 1 || v === '1' || v === 'true';
+        break;
+      case 'date':
+        out[name] = String(v).slice(0, 10);
+        break;
+      case 'int_array':
+        out[name] = (v as unknown[]).map(Number);
+        break;
+      case 'string_array':
+        out[name] = (v as unknown[]).map(String);
+        break;
+      case 'string':
+        out[name] = String(v ?? '');
+        break;
+    }
+  }
+  return out as unknown as SpanRow;
+}
+
+/** The Span fields pricing needs, from a stored row. */
+export function rowToPricedSpan(r: SpanRow): Span {
+  return {
+    spanId: r.span_id,
+    spanType: r.span_type as Span['spanType'],
+    name: r.name,
+    startTime: r.start_time,
+    endTime: r.end_time,
+    ...(r.provider === '' ? {} : { provider: r.provider }),
+    ...(r.model_id === '' ? {} : { modelId: r.model_id }),
+    usage: {
+      inputTokens: r.input_tokens,
+      outputTokens: r.output_tokens,
+      reasoningTokens: r.reasoning_tokens,
+      cachedInputTokens: r.cached_input_tokens,
+      cacheWriteInputTokens: r.cache_write_input_tokens,
+      imageCount: r.image_count,
+      webSearchCount: r.web_search_count,
+      requestCount: r.request_count,
+    },
+  };
+}
+
+export interface RepriceFilter {
+  orgId: string;
+  from: number;
+  to: number;
+  model?: string | undefined;
+}
+
+export interface RepriceResult {
+  rowsScanned: number;
+  rowsChanged: number;
+  newlyPriced: number;
+  costBefore: string;
+  costAfter: string;
+  costDifference: string;
+}
+
+const COST_KEYS: readonly (keyof SpanCosts)[] = ['input_cost', 'output_cost', 'reasoning_cost', 'cached_input_cost', 'cache_write_input_cost', 'image_cost', 'web_search_cost', 'request_cost', 'total_cost', 'priced', 'price_source'];
+
+/**
+ * Recomputes stored costs with today's prices (catalog and overrides) and
+ * rewrites only the rows whose costs change; running it twice changes nothing
+ * the second time.
+ */
+export async function reprice(store: SpanStore, price: (span: Span, orgId: string) => SpanCosts, f: RepriceFilter, batchRows = 5000): Promise<RepriceResult> {
+  const d = dialect(store.kind);
+  const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
+  const params: unknown[] = [f.orgId, f.from, f.to];
+  if (f.model !== undefined) {
+    where.push('model_id = ?');
+    params.push(f.model);
+  }
+  const cols = SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' ? `${d.text(n)} AS ${n}` : k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
+  const stored = (await store.query(`SELECT ${cols} FROM ${d.from} WHERE ${where.join(' AND ')} ORDER BY trace_id, span_id`, params)).map(storedToRow);
+  let before = 0n;
+  let after = 0n;
+  let changed: string[] = [];
+  let rowsChanged = 0;
+  let newlyPriced = 0;
+  const now = Date.now();
+  const flush = async () => {
+    if (changed.length === 0) return;
+    await store.replaceLines(Buffer.from(changed.join('\n') + '\n'), changed.length);
+    changed = [];
+  };
+  for (const row of stored) {
+    const costs = price(rowToPricedSpan(row), row.org_id);
+    before += parseDecimal(row.total_cost);
+    after += parseDecimal(costs.total_cost);
+    const differs = COST_KEYS.some((k) => (k === 'priced' || k === 'price_source' ? row[k] !== costs[k] : parseDecimal(row[k]) !== parseDecimal(costs[k] as string)));
+    if (!differs) continue;
+    rowsChanged++;
+    if (!row.priced && costs.priced) newlyPriced++;
+    changed.push(encodeRow({ ...row, ...costs, received_at: Math.max(now, row.received_at + 1) }));
+    if (changed.length >= batchRows) await flush();
+  }
+  await flush();
+  return { rowsScanned: stored.length, rowsChanged, newlyPriced, costBefore: formatDecimal(before), costAfter: formatDecimal(after), costDifference: formatDecimal(after - before) };
+}
