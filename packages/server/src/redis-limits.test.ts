@@ -3,15 +3,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { QuotaExceededError, RateLimitedError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
+import { PostgresKeyStore } from '@trace-ingest/store/key-store-postgres';
 import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
 import { RedisQuotaCounter, RedisRateLimiter, createRedisClient, waitForRedis } from './redis-limits.js';
 
 // The Redis server of the test machine is shared with other runs: every key
 // this file writes starts with its own prefix, and only those are deleted.
 const REDIS_URL = process.env.TI_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const DATABASE_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PREFIX = `ti_test_${randomBytes(4).toString('hex')}`;
 const NOW = Date.UTC(2026, 10, 22, 12);
 const MONTH = utcMonth(NOW);
@@ -139,6 +142,38 @@ describe('Redis-shared limits', () => {
     await store.addMonthUsage(other.id, MONTH, 50);
     await expect(quota.check(other.id, 50, NOW)).rejects.toBeInstanceOf(QuotaExceededError);
     await expect(quota.check(other.id, 51, NOW)).resolves.toBeUndefined();
+  });
+
+  it('keeps two replicas on PostgreSQL exact, also when Redis loses the counter mid-traffic', async () => {
+    const prefix = `${PREFIX}:${seq++}`;
+    const schema = `${PREFIX}_${seq++}`;
+    const db = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+    closers.push(async () => {
+      await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await db.end();
+    });
+    const replicas = [0, 1].map(() => new PostgresKeyStore(`${DATABASE_URL}?schema=${schema}`, { poolSize: 4 }));
+    for (const r of replicas) closers.push(() => r.close());
+    await Promise.all(replicas.map((r) => r.start()));
+    const org = await replicas[0]!.createOrg({ name: 'acme' });
+    const [a, b] = (await Promise.all(replicas.map(async (r) => new RedisQuotaCounter(await client(), r, { keyPrefix: prefix })))) as [RedisQuotaCounter, RedisQuotaCounter];
+    closers.push(() => a.close(), () => b.close());
+    const key = a.usageKey(org.id, MONTH);
+    const round = async (): Promise<void> => {
+      await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? a : b).add(org.id, 3, NOW)));
+    };
+
+    await round();
+    const restart = async (): Promise<void> => {
+      await new Promise((r) => setTimeout(r, 2));
+      await admin.del(key);
+    };
+    await Promise.all([round(), restart(), b.check(org.id, 10_000, NOW)]);
+    await round();
+    expect(await replicas[1]!.getMonthUsage(org.id, MONTH)).toBe(900);
+    expect(await admin.get(key)).toBe('900');
+    await expect(b.check(org.id, 901, NOW)).resolves.toBeUndefined();
+    await expect(a.check(org.id, 900, NOW)).rejects.toBeInstanceOf(QuotaExceededError);
   });
 
   it('fails closed and fast with 503 when Redis is unreachable', async () => {
