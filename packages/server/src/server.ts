@@ -102,8 +102,20 @@ export class IngestServer {
     );
     this.flusher.start();
 
-    this.limiter = this.parts.limiter ?? new MemoryRateLimiter();
-    this.quota = this.parts.quota ?? new StoreQuotaCounter(keyStore);
+    if (c.REDIS_URL !== undefined) {
+      // Shared by every replica; fails closed (503) while Redis is unreachable.
+      const { RedisQuotaCounter, RedisRateLimiter } = await import('./redis-limits.js');
+      const onRedisError = (e: unknown) => this.logger.warn({ err: e }, 'redis error');
+      const limiter = new RedisRateLimiter(c.REDIS_URL, { keyPrefix: c.REDIS_KEY_PREFIX });
+      const quota = new RedisQuotaCounter(c.REDIS_URL, keyStore, { keyPrefix: c.REDIS_KEY_PREFIX, onRedisError });
+      this.limiter = limiter;
+      this.quota = quota;
+      // Connect before listening, so the first requests are not refused while the client connects.
+      await Promise.all([limiter.ready(5000), quota.ready(5000)]).catch((e: unknown) => this.logger.warn({ err: e }, 'redis is not reachable yet; requests get 503 until it is'));
+    } else {
+      this.limiter = this.parts.limiter ?? new MemoryRateLimiter();
+      this.quota = this.parts.quota ?? new StoreQuotaCounter(keyStore);
+    }
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
 
     const app = createApp({

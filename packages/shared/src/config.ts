@@ -47,6 +47,8 @@ export const ConfigSchema = z.object({
   CLICKHOUSE_URL: optionalUrl,
   DATABASE_URL: optionalUrl,
   REDIS_URL: optionalUrl,
+  /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
+  REDIS_KEY_PREFIX: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/).default('trace-ingest'),
   PRICE_CATALOG_FILE: optionalString,
   TRACE_INGEST_INIT_ORG: optionalString,
   TRACE_INGEST_INIT_API_KEY: optionalString,

@@ -1,0 +1,147 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
+import { PostgresKeyStore } from '@trace-ingest/store/key-store-postgres';
+import { makeSpan, makeTrace } from '../factories.js';
+import { startChildServer, type ChildServer } from './support/child-server.js';
+
+const CLI = fileURLToPath(new URL('../../packages/cli/bin/trace-ingest.js', import.meta.url));
+const run = promisify(execFile);
+
+/**
+ * Three real server processes behind no balancer but the test itself, on
+ * shared PostgreSQL, Redis and ClickHouse: limits, quota, revocation and
+ * spans behave as on one node.
+ */
+describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
+  const id = randomBytes(4).toString('hex');
+  const schema = `ti_scale_${id}`;
+  const env = {
+    DATABASE_URL: `postgres://postgres@127.0.0.1:5432/postgres?schema=${schema}`,
+    REDIS_URL: 'redis://127.0.0.1:6379',
+    REDIS_KEY_PREFIX: `ti-test-${id}`,
+    CLICKHOUSE_URL: '',
+    FLUSH_INTERVAL_MS: '100',
+    DRAIN_GRACE_MS: '0',
+  };
+  const dirs: string[] = [];
+  let replicas: ChildServer[] = [];
+  let keys: PostgresKeyStore;
+  let spans: ClickHouseSpanStore;
+
+  const startReplica = async (dir: string) => startChildServer({ ...env, DATA_DIR: dir });
+  const post = (r: ChildServer, key: string, body: unknown) =>
+    fetch(`${r.url}/ingest`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+  const batch = (traceId: string, n: number) => ({ version: 'v1', traces: [makeTrace({ traceId, spans: Array.from({ length: n }, (_, i) => makeSpan({ spanId: `s${i}` })) })] });
+
+  beforeAll(async () => {
+    env.CLICKHOUSE_URL = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_scale_${id}`;
+    keys = new PostgresKeyStore(env.DATABASE_URL);
+    await keys.start();
+    spans = new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL });
+    await spans.start();
+    for (let i = 0; i < 3; i++) dirs.push(fs.mkdtempSync(path.join(os.tmpdir(), `ti-replica-${i}-`)));
+    replicas = await Promise.all(dirs.map((d) => startReplica(d)));
+  });
+
+  afterAll(async () => {
+    for (const r of replicas) {
+      r.proc.kill('SIGTERM');
+      await r.exited;
+    }
+    await keys.close();
+    await spans.query(`DROP DATABASE IF EXISTS ti_scale_${id}`).catch(() => undefined);
+    await spans.close();
+    const client = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await client.end();
+    const redis = new Redis(env.REDIS_URL);
+    const stale = await redis.keys(`${env.REDIS_KEY_PREFIX}*`);
+    if (stale.length > 0) await redis.del(...stale);
+    redis.disconnect();
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  it('shares one rate limit per key across replicas', async () => {
+    await keys.createPlan({ name: 'rps5', monthlySpans: 1_000_000, rateLimitRps: 5 });
+    await keys.createOrg({ name: 'rate', planName: 'rps5' });
+    const { key } = await keys.createKey({ orgName: 'rate' });
+    // Wait for the start of a fresh second so the burst sits in one window.
+    await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20));
+    const statuses = await Promise.all(Array.from({ length: 15 }, (_, i) => post(replicas[i % 3] as ChildServer, key, batch(`rate-${i}`, 1)).then((r) => r.status)));
+    expect(statuses.filter((s) => s === 202)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(10);
+  });
+
+  it('keeps the monthly quota exact across replicas', async () => {
+    await keys.createPlan({ name: 'q10', monthlySpans: 10, rateLimitRps: 1000 });
+    await keys.createOrg({ name: 'quota', planName: 'q10' });
+    const { key } = await keys.createKey({ orgName: 'quota' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 15; i++) statuses.push((await post(replicas[i % 3] as ChildServer, key, batch(`quota-${i}`, 1))).status);
+    expect(statuses.slice(0, 10).every((s) => s === 202)).toBe(true);
+    expect(statuses.slice(10).every((s) => s === 429)).toBe(true);
+  });
+
+  it('sees a revocation made with the CLI on every replica at once', async () => {
+    await keys.createOrg({ name: 'revoke' });
+    const created = await keys.createKey({ orgName: 'revoke' });
+    for (const r of replicas) expect((await post(r, created.key, batch(`rev-${r.url}`, 1))).status).toBe(202);
+    await run(process.execPath, [CLI, 'keys', 'revoke', created.prefix], { env: { PATH: process.env.PATH ?? '', ...env } });
+    for (const r of replicas) expect((await post(r, created.key, batch('rev-after', 1))).status).toBe(401);
+  });
+
+  it('stores every span once, whichever replica took it, across a kill -9', async () => {
+    await keys.createOrg({ name: 'spans' });
+    const { key } = await keys.createKey({ orgName: 'spans' });
+    const org = await keys.getOrg('spans');
+    const acked = new Set<string>();
+    let stop = false;
+    let n = 0;
+    const client = async (slot: number) => {
+      while (!stop) {
+        const traceId = `load-${++n}`;
+        // Every third batch is also re-sent to another replica.
+        const targets = n % 3 === 0 ? [slot, (slot + 1) % 3] : [slot];
+        for (const t of targets) {
+          try {
+            const res = await post(replicas[t] as ChildServer, key, batch(traceId, 5));
+            if (res.status === 202) for (let i = 0; i < 5; i++) acked.add(`${traceId}/s${i}`);
+            await res.body?.cancel();
+          } catch {
+            // the killed replica
+          }
+        }
+      }
+    };
+    const load = Promise.all([0, 1, 2].map((s) => client(s)));
+    await new Promise((r) => setTimeout(r, 700));
+    (replicas[1] as ChildServer).proc.kill('SIGKILL');
+    await (replicas[1] as ChildServer).exited;
+    await new Promise((r) => setTimeout(r, 300));
+    stop = true;
+    await load;
+    replicas[1] = await startReplica(dirs[1] as string);
+    // Drain every replica: SIGTERM flushes its write log, then restart it for the tests after.
+    for (let i = 0; i < 3; i++) {
+      const r = replicas[i] as ChildServer;
+      r.proc.kill('SIGTERM');
+      expect(await r.exited).toBe(0);
+      replicas[i] = await startReplica(dirs[i] as string);
+    }
+    const rows = await spans.query("SELECT concat(trace_id, '/', span_id) AS id, count() AS copies FROM spans FINAL WHERE org_id = ? AND trace_id LIKE 'load-%' GROUP BY id", [org?.id]);
+    expect(rows.filter((r) => Number(r.copies) !== 1)).toEqual([]);
+    const stored = new Set(rows.map((r) => String(r.id)));
+    expect([...acked].filter((x) => !stored.has(x))).toEqual([]);
+    expect(acked.size).toBeGreaterThan(100);
+  });
+});
