@@ -7,16 +7,13 @@ import { validatePayload, type IngestPayload, type ValidationResult } from './sc
  * Validation on the hot path: a compiled JSON Schema validator (ajv) built
  * from the same document the OpenAPI file publishes decides the common case;
  * zod runs only when ajv says no, to explain the failure, and its verdict is
- * final. ajv counts string lengths in UTF-16 units (cheap; `unicode: false`),
- * which is never more lenient than counting code points, so a string of
- * astral characters that ajv refuses falls through to zod and is accepted
- * there when it is within the limit.
+ * final. Both count string lengths in code points, as JSON Schema does.
  */
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020, formats: string[]) => Ajv2020;
 
-export function createAjv(opts: { unicode: boolean }): Ajv2020 {
-  const ajv = new Ajv2020({ allErrors: false, strict: false, unicode: opts.unicode, allowUnionTypes: true });
+export function createAjv(): Ajv2020 {
+  const ajv = new Ajv2020({ allErrors: false, strict: false, allowUnionTypes: true });
   addFormats(ajv, ['uri']);
   ajv.addKeyword({
     keyword: 'x-minimum-field',
@@ -33,7 +30,7 @@ export function createAjv(opts: { unicode: boolean }): Ajv2020 {
 let compiled: ValidateFunction | undefined;
 
 function fastValidator(): ValidateFunction {
-  compiled ??= createAjv({ unicode: false }).compile(ingestPayloadJsonSchema());
+  compiled ??= createAjv().compile(ingestPayloadJsonSchema());
   return compiled;
 }
 
