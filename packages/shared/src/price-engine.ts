@@ -139,15 +139,20 @@ function flat(v: string | null | undefined): Tiered | undefined {
   return v === null || v === undefined ? undefined : { base: parseDecimal(v), tiers: [] };
 }
 
-function fromCatalog(mp: ModelPrice): UnitPriceModel {
-  const fallbacks: Record<string, string> = {};
-  const input = tiered(mp.input_mtok) ?? ZERO;
-  const output = tiered(mp.output_mtok) ?? ZERO;
-  const pick = (own: Tiered | undefined, dim: string, fb: Tiered, fbName: string): Tiered => {
+/** Takes a dimension's own price, or records that it fell back and to what. */
+function fallbackPicker(fallbacks: Record<string, string>) {
+  return (own: Tiered | undefined, dim: string, fb: Tiered, fbName: string): Tiered => {
     if (own !== undefined) return own;
     fallbacks[dim] = fbName;
     return fb;
   };
+}
+
+function fromCatalog(mp: ModelPrice): UnitPriceModel {
+  const fallbacks: Record<string, string> = {};
+  const input = tiered(mp.input_mtok) ?? ZERO;
+  const output = tiered(mp.output_mtok) ?? ZERO;
+  const pick = fallbackPicker(fallbacks);
   const perK = (v: number | TieredPrices | undefined): bigint => (typeof v === 'number' ? parseDecimal(v) / 1000n : 0n);
   return {
     input,
@@ -166,11 +171,7 @@ function fromOverride(o: PriceOverride): UnitPriceModel {
   const fallbacks: Record<string, string> = {};
   const input = flat(o.inputPerMtok) ?? ZERO;
   const output = flat(o.outputPerMtok) ?? ZERO;
-  const pick = (own: Tiered | undefined, dim: string, fb: Tiered, fbName: string): Tiered => {
-    if (own !== undefined) return own;
-    fallbacks[dim] = fbName;
-    return fb;
-  };
+  const pick = fallbackPicker(fallbacks);
   return {
     input,
     cachedInput: pick(flat(o.cachedInputPerMtok), 'cachedInput', input, 'input'),

@@ -1,4 +1,5 @@
 import { UsageError } from '@trace-ingest/shared/errors';
+import type { PriceOverride } from '@trace-ingest/shared/price-engine';
 
 /**
  * Orgs, plans, API keys and quota usage. SQLite by default, PostgreSQL when
@@ -47,23 +48,8 @@ export interface CreatedKey extends ApiKeyInfo {
   key: string;
 }
 
-export interface PriceOverrideInput {
-  /** '' = every org. */
-  orgId: string;
-  /** '' = any provider. */
-  provider: string;
-  model: string;
-  /** Epoch ms from which the override is in force; 0 = always. */
-  validFrom: number;
-  inputPerMtok: string;
-  outputPerMtok: string;
-  cachedInputPerMtok: string | null;
-  cacheWriteInputPerMtok: string | null;
-  reasoningPerMtok: string | null;
-  imageEach: string | null;
-  webSearchEach: string | null;
-  requestEach: string | null;
-}
+/** An override as stored: the price engine's `PriceOverride` without its id. */
+export type PriceOverrideInput = Omit<PriceOverride, 'id'>;
 
 export interface PriceOverrideRecord extends PriceOverrideInput {
   id: string;

@@ -1,3 +1,4 @@
+import type { ApiKeyInfo } from '@trace-ingest/store/key-store';
 import type { CliContext } from '../context.js';
 
 export interface CreatedKeyOutput {
@@ -22,20 +23,7 @@ export async function createKey(ctx: CliContext, input: { org: string; name?: st
   return { id: k.id, key: k.key, prefix: k.prefix, org: k.orgName, name: k.name };
 }
 
-export async function listKeys(ctx: CliContext, filter: { org?: string | undefined }): Promise<KeyListing[]> {
-  const keys = await (await ctx.keys()).listKeys(filter.org === undefined ? {} : { orgName: filter.org });
-  return keys.map((k) => ({
-    id: k.id,
-    prefix: k.prefix,
-    name: k.name,
-    org: k.orgName,
-    createdAt: new Date(k.createdAt).toISOString(),
-    revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
-  }));
-}
-
-export async function revokeKey(ctx: CliContext, prefixOrId: string): Promise<KeyListing> {
-  const k = await (await ctx.keys()).revokeKey(prefixOrId);
+function listing(k: ApiKeyInfo): KeyListing {
   return {
     id: k.id,
     prefix: k.prefix,
@@ -44,4 +32,13 @@ export async function revokeKey(ctx: CliContext, prefixOrId: string): Promise<Ke
     createdAt: new Date(k.createdAt).toISOString(),
     revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
   };
+}
+
+export async function listKeys(ctx: CliContext, filter: { org?: string | undefined }): Promise<KeyListing[]> {
+  const keys = await (await ctx.keys()).listKeys(filter.org === undefined ? {} : { orgName: filter.org });
+  return keys.map(listing);
+}
+
+export async function revokeKey(ctx: CliContext, prefixOrId: string): Promise<KeyListing> {
+  return listing(await (await ctx.keys()).revokeKey(prefixOrId));
 }

@@ -20,21 +20,8 @@ export interface SetPriceInput {
   request?: string | undefined;
 }
 
-export interface PriceListing {
-  id: string;
-  org: string;
-  provider: string;
-  model: string;
-  from: string;
-  inputPerMtok: string;
-  outputPerMtok: string;
-  cachedInputPerMtok: string | null;
-  cacheWriteInputPerMtok: string | null;
-  reasoningPerMtok: string | null;
-  imageEach: string | null;
-  webSearchEach: string | null;
-  requestEach: string | null;
-}
+/** An override for people: org and provider by name ('*' for any), the start date as text. */
+export type PriceListing = Omit<PriceOverrideRecord, 'orgId' | 'validFrom' | 'createdAt'> & { org: string; from: string };
 
 /** A date (YYYY-MM-DD, UTC midnight) or an ISO timestamp, as epoch ms. */
 export function parseDate(text: string, flag: string): number {
