@@ -133,6 +133,8 @@ export const CASES: Case[] = [
   { name: 'startTime 0 and endTime 0', mutate: onSpan((o) => { o.startTime = 0; o.endTime = 0; }) },
   { name: 'startTime -1', mutate: onSpan((o) => (o.startTime = -1)), issue: 'traces[0].spans[0].startTime' },
   { name: 'startTime 1.5', mutate: onSpan((o) => (o.startTime = 1.5)), issue: 'traces[0].spans[0].startTime' },
+  { name: 'startTime at the end of year 9999', mutate: onSpan((o) => { o.startTime = 253_402_300_799_999; o.endTime = 253_402_300_799_999; }) },
+  { name: 'startTime after year 9999', mutate: onSpan((o) => { o.startTime = 253_402_300_800_000; o.endTime = 253_402_300_800_000; }), issue: 'traces[0].spans[0].startTime' },
   { name: 'startTime as a string', mutate: onSpan((o) => (o.startTime = '1')), issue: 'traces[0].spans[0].startTime' },
   { name: 'no endTime', mutate: onSpan((o) => delete o.endTime), issue: 'traces[0].spans[0].endTime' },
   { name: 'endTime equal to startTime', mutate: onSpan((o) => (o.endTime = o.startTime)) },

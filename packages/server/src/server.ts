@@ -29,6 +29,22 @@ export interface ServerParts {
   metrics?: Metrics;
 }
 
+/** Node's own answers to malformed requests (400, 408, 431) are JSON too, like every error of the service. */
+function answerClientError(err: NodeJS.ErrnoException, socket: import('node:stream').Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'request headers are too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'the request was not received in time']
+        : [400, 'Bad Request', 'malformed HTTP request'];
+  const body = JSON.stringify({ error: message, code: 'TI_ERR_BAD_HTTP' });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
 function listen(server: http.Server, port: number, host: string): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -153,7 +169,9 @@ export class IngestServer {
       this.logger.warn({ err: e, socket: c.adminSocket }, 'admin socket unavailable');
       this.admin = undefined;
     }
-    const server = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, (req, res) => {
+    // Node enforces the timeouts only on this tick (30 s by default): check often enough to cut a slow client off on time.
+    const checkEvery = Math.max(100, Math.min(1000, Math.floor(Math.min(c.HEADERS_TIMEOUT_MS, c.REQUEST_TIMEOUT_MS) / 2)));
+    const server = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS, connectionsCheckingInterval: checkEvery }, (req, res) => {
       this.inFlight++;
       res.once('close', () => {
         this.inFlight--;
@@ -162,6 +180,7 @@ export class IngestServer {
       app(req, res);
     });
     server.keepAliveTimeout = 65_000;
+    server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
     this.http = server;
     await listen(server, c.PORT, c.HOST);
     this.logger.info({ port: this.port, host: c.HOST, spanStore: spanStore.kind, keyStore: keyStore.kind, durability: c.INGEST_DURABILITY }, 'trace-ingest listening');

@@ -312,8 +312,14 @@ export function payloadToRows(payload: IngestPayload, ctx: RowContext, price: Sp
  * format): one JSON object per line, keys in table order, decimals as strings.
  */
 export function encodeRow(row: SpanRow): string {
-  return JSON.stringify(row);
+  const line = JSON.stringify(row);
+  // JSON.stringify writes a lone surrogate as an escape (\udc00), which the
+  // stores refuse: store U+FFFD instead, so an accepted span is never lost.
+  return line.includes('\\ud') || line.includes('\\uD') ? line.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : line;
 }
+
+// An escape \ud800-\udfff not itself preceded by an escaped backslash.
+const LONE_SURROGATE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u[dD][89a-fA-F][0-9a-fA-F]{2}/g;
 
 export function decodeRow(line: string): SpanRow {
   return JSON.parse(line) as SpanRow;

@@ -45,6 +45,10 @@ function text(max: number, min = 0) {
 
 const count = z.int().min(0, { message: 'must be an integer >= 0' });
 
+/** 9999-12-31T23:59:59.999Z: the last instant both span stores can hold as a date. */
+export const MAX_EPOCH_MS = 253_402_300_799_999;
+const epochMs = count.max(MAX_EPOCH_MS, { message: `must be epoch milliseconds no later than ${MAX_EPOCH_MS} (9999-12-31T23:59:59.999Z)` });
+
 export const MetadataSchema = z
   .record(text(LIMITS.metadataKeyChars), text(LIMITS.metadataValueChars))
   .refine((m) => Object.keys(m).length <= LIMITS.metadataEntries, {
@@ -101,9 +105,9 @@ export const SpanSchema = z
     parentSpanId: text(128, 1).optional(),
     spanType: SpanTypeSchema,
     name: text(512),
-    startTime: count.meta({ description: 'Epoch milliseconds.' }),
+    startTime: epochMs.meta({ description: 'Epoch milliseconds.' }),
     // `x-minimum-field` carries the cross-field rule into the JSON Schema; the ajv validator implements it.
-    endTime: count.meta({ description: 'Epoch milliseconds; >= startTime.', 'x-minimum-field': 'startTime' }),
+    endTime: epochMs.meta({ description: 'Epoch milliseconds; >= startTime.', 'x-minimum-field': 'startTime' }),
     status: SpanStatusSchema.optional(),
     errorMessage: text(8192).optional(),
     provider: text(128).optional(),

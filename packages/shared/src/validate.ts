@@ -1,13 +1,15 @@
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { ingestPayloadJsonSchema } from './openapi.js';
-import { validatePayload, type IngestPayload, type ValidationResult } from './schema.js';
+import { formatPath, MAX_REPORTED_ISSUES, validatePayload, type IngestPayload, type ValidationIssue, type ValidationResult } from './schema.js';
 
 /**
  * Validation on the hot path: a compiled JSON Schema validator (ajv) built
- * from the same document the OpenAPI file publishes decides the common case;
- * zod runs only when ajv says no, to explain the failure, and its verdict is
- * final. Both count string lengths in code points, as JSON Schema does.
+ * from the same document the OpenAPI file publishes decides; zod runs only
+ * when ajv says no, to explain the failure in its own words. Both count
+ * string lengths in code points, as JSON Schema does. Where they disagree
+ * ajv's verdict stands: it sees the parsed object as it is, while zod copies
+ * records into fresh objects, where an own "__proto__" key vanishes.
  */
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020, formats: string[]) => Ajv2020;
@@ -35,6 +37,14 @@ function fastValidator(): ValidateFunction {
 }
 
 export function validateIngest(value: unknown): ValidationResult {
-  if (fastValidator()(value)) return { ok: true, value: value as IngestPayload };
-  return validatePayload(value);
+  const validate = fastValidator();
+  if (validate(value)) return { ok: true, value: value as IngestPayload };
+  const explained = validatePayload(value);
+  if (!explained.ok) return explained;
+  return { ok: false, issues: (validate.errors ?? []).slice(0, MAX_REPORTED_ISSUES).map(ajvIssue) };
+}
+
+function ajvIssue(e: ErrorObject): ValidationIssue {
+  const parts = e.instancePath.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  return { path: formatPath(parts.map((p) => (/^\d+$/.test(p) ? Number(p) : p))), message: e.message ?? 'is invalid', code: e.keyword };
 }
