@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '@trace-ingest/shared/config';
@@ -30,7 +31,7 @@ export interface ServerParts {
 }
 
 /** Node's own answers to malformed requests (400, 408, 431) are JSON too, like every error of the service. */
-function answerClientError(err: NodeJS.ErrnoException, socket: import('node:stream').Duplex): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
     return;
