@@ -3,7 +3,7 @@ import autocannon from 'autocannon';
 
 const cfg = JSON.parse(process.argv[2]);
 const result = await autocannon({
-  url: `${cfg.url}/ingest`,
+  url: Array.isArray(cfg.url) ? cfg.url.map((u) => `${u}/ingest`) : `${cfg.url}/ingest`,
   method: 'POST',
   connections: cfg.connections,
   duration: cfg.duration,

@@ -27,6 +27,8 @@ function args() {
     duration: Number(get('duration', quick ? '2' : '10')),
     runs: Number(get('runs', quick ? '1' : '3')),
     modes: get('modes', quick ? 'fsync' : 'fsync,memory').split(','),
+    // Replicas on shared backends: needs DATABASE_URL, REDIS_URL and CLICKHOUSE_URL in the environment.
+    replicas: get('replicas', '1').split(',').map(Number),
   };
 }
 
@@ -102,32 +104,42 @@ async function countStored(env) {
 }
 
 /** One measurement of the service: load, then SIGTERM and time the drain until every span is in the store. */
-async function measureService(workload, mode, o) {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-bench-'));
-  const env = { DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
-  if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/bench_${Date.now()}`);
+async function measureService(workload, mode, o, replicas = 1) {
+  const run = `bench_${Date.now()}`;
+  const dataDirs = Array.from({ length: replicas }, () => fs.mkdtempSync(path.join(os.tmpdir(), 'ti-bench-')));
+  const env = { DATA_DIR: dataDirs[0], LOG_LEVEL: 'warn' };
+  if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/${run}`);
+  if (replicas > 1) {
+    if (!process.env.DATABASE_URL || !process.env.REDIS_URL || !process.env.CLICKHOUSE_URL) throw new Error('--replicas > 1 needs DATABASE_URL, REDIS_URL and CLICKHOUSE_URL');
+    const db = new URL(process.env.DATABASE_URL);
+    db.searchParams.set('schema', run);
+    Object.assign(env, { DATABASE_URL: db.toString(), REDIS_URL: process.env.REDIS_URL, REDIS_KEY_PREFIX: run });
+  }
   cli(env, 'plans', 'create', 'bench', '--monthly-spans', '1000000000000', '--rate-limit', '1000000');
   cli(env, 'orgs', 'create', 'bench', '--plan', 'bench');
   const { key } = JSON.parse(cli(env, 'keys', 'create', '--org', 'bench', '--json'));
-  const port = await freePort();
-  const server = spawn(process.execPath, [SERVER], {
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', INGEST_DURABILITY: mode, DRAIN_GRACE_MS: '0', DRAIN_TIMEOUT_MS: '600000' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const exited = new Promise((r) => server.once('exit', r));
-  const url = `http://127.0.0.1:${port}`;
-  await waitReady(url);
-  const rss = rssSampler(server.pid);
+  const servers = [];
+  for (const dir of dataDirs) {
+    const port = await freePort();
+    const server = spawn(process.execPath, [SERVER], {
+      env: { ...process.env, ...env, DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', INGEST_DURABILITY: mode, DRAIN_GRACE_MS: '0', DRAIN_TIMEOUT_MS: '600000' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const url = `http://127.0.0.1:${port}`;
+    servers.push({ server, url, exited: new Promise((r) => server.once('exit', r)) });
+    await waitReady(url);
+  }
+  const samplers = servers.map((s) => rssSampler(s.server.pid));
   const { body, spans } = WORKLOADS[workload]();
-  const load = await runLoad({ url, key, body, connections: o.connections, duration: o.duration });
+  const load = await runLoad({ url: servers.length === 1 ? servers[0].url : servers.map((s) => s.url), key, body, connections: o.connections, duration: o.duration });
   const t0 = performance.now();
-  server.kill('SIGTERM');
-  await exited;
+  for (const s of servers) s.server.kill('SIGTERM');
+  await Promise.all(servers.map((s) => s.exited));
   const lagMs = performance.now() - t0;
-  const peakRss = rss.stop();
+  const peakRss = Math.max(...samplers.map((x) => x.stop()));
   const ok = load.requests - load.non2xx;
   const stored = await countStored(env);
-  fs.rmSync(dataDir, { recursive: true, force: true });
+  for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
   const secs = load.duration;
   return {
     spansPerSec: (ok * spans) / secs,
@@ -187,20 +199,23 @@ async function main() {
   const results = [];
   for (const w of o.workloads) {
     const floors = { discard: [], parse: [] };
-    const service = Object.fromEntries(o.modes.map((m) => [m, []]));
+    const service = {};
+    const keys = o.modes.flatMap((m) => o.replicas.map((n) => [m, n]));
+    for (const [m, n] of keys) service[`${m}|${n}`] = [];
     for (let r = 0; r < o.runs; r++) {
       // Side by side, interleaved, so a noisy neighbour hits all of them alike.
       floors.discard.push(await measureFloor(w, 'discard', o));
       floors.parse.push(await measureFloor(w, 'parse', o));
-      for (const m of o.modes) service[m].push(await measureService(w, m, o));
+      for (const [m, n] of keys) service[`${m}|${n}`].push(await measureService(w, m, o, n));
     }
     const store = await measureStoreFloor(w);
     const med = (xs, k) => median(xs.map((x) => x[k]));
-    for (const m of o.modes) {
-      const s = service[m];
+    for (const [m, n] of keys) {
+      const s = service[`${m}|${n}`];
       results.push({
         workload: w,
-        mode: m,
+        mode: n > 1 ? `${m}×${n}` : m,
+        replicas: n,
         connections: o.connections,
         runs: o.runs,
         spansPerSec: med(s, 'spansPerSec'),
@@ -231,7 +246,7 @@ async function main() {
   console.log(`\ntrace-ingest bench: ${o.connections} connections, ${o.duration}s, medians of ${o.runs} run(s), ${os.cpus().length} cores, node ${process.version}`);
   console.log(line(head));
   for (const r of rows) console.log(line(r));
-  console.log('\nfloors (spans/s): ' + results.filter((r) => r.mode === o.modes[0]).map((r) => `${r.workload}: discard ${fmt(r.floorDiscardSpansPerSec)}, JSON.parse ${fmt(r.floorParseSpansPerSec)}, DuckDB insert ${fmt(r.floorStoreRowsPerSec)} rows/s`).join('; '));
+  console.log('\nfloors (spans/s): ' + results.filter((r) => r.mode === o.modes[0] || r.mode === `${o.modes[0]}×${o.replicas[0]}`).map((r) => `${r.workload}: discard ${fmt(r.floorDiscardSpansPerSec)}, JSON.parse ${fmt(r.floorParseSpansPerSec)}, DuckDB insert ${fmt(r.floorStoreRowsPerSec)} rows/s`).join('; '));
   const outDir = path.join(root, 'bench/results');
   fs.mkdirSync(outDir, { recursive: true });
   const file = path.join(outDir, `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
