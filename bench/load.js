@@ -1,7 +1,8 @@
 // The load generator, in its own process: argv[2] is a JSON config; prints autocannon's result as JSON.
+import fs from 'node:fs';
 import autocannon from 'autocannon';
 
-const cfg = JSON.parse(process.argv[2]);
+const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const result = await autocannon({
   url: Array.isArray(cfg.url) ? cfg.url.map((u) => `${u}/ingest`) : `${cfg.url}/ingest`,
   method: 'POST',

@@ -74,8 +74,12 @@ function rssSampler(pid) {
 }
 
 function runLoad(cfg) {
+  // Bodies of several MB do not fit in argv: hand the config over in a file.
+  const file = path.join(os.tmpdir(), `ti-bench-load-${process.pid}-${Date.now()}.json`);
+  fs.writeFileSync(file, JSON.stringify(cfg));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(root, 'bench/load.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [path.join(root, 'bench/load.js'), file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.once('exit', () => fs.rmSync(file, { force: true }));
     let out = '';
     child.stdout.on('data', (c) => (out += c));
     child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
@@ -206,7 +210,11 @@ async function main() {
       // Side by side, interleaved, so a noisy neighbour hits all of them alike.
       floors.discard.push(await measureFloor(w, 'discard', o));
       floors.parse.push(await measureFloor(w, 'parse', o));
-      for (const [m, n] of keys) service[`${m}|${n}`].push(await measureService(w, m, o, n));
+      for (const [m, n] of keys) {
+        const r1 = await measureService(w, m, o, n);
+        service[`${m}|${n}`].push(r1);
+        console.log(`  ${w} ${m}${n > 1 ? `×${n}` : ''} run ${r + 1}: ${fmt(r1.spansPerSec)} spans/s, p99 ${fmt(r1.p99)} ms, drain ${fmt(r1.lagMs)} ms, stored ${r1.stored}/${r1.expected}`);
+      }
     }
     const store = await measureStoreFloor(w);
     const med = (xs, k) => median(xs.map((x) => x[k]));
