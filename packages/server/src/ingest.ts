@@ -4,6 +4,7 @@ import { DrainingError, InvalidJsonError, ValidationError } from '@trace-ingest/
 import { encodeRow, spanToRow, type SpanPricer } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
+import type { ResolvedKey } from '@trace-ingest/store/key-store';
 import type { Authenticator } from './auth.js';
 import { checkContentType, checkDeclaredLength, readBody, type BodySlots } from './body.js';
 import type { Flusher } from './flusher.js';
@@ -56,50 +57,64 @@ export function ingestHandler(deps: IngestDeps) {
     await deps.limiter.consume(key.keyId, key.rateLimitRps);
     await deps.quota.check(key.orgId, key.monthlySpans, now);
 
-    // 4. Read, parse and validate.
+    // 4. Read, parse and validate; 5. price. A slot covers the body's life in
+    // memory (bytes, parsed objects, rows), so memory stays flat under bursts
+    // of large bodies; it is released before the wait for the disk.
     checkContentType(req);
     const release = await deps.slots.acquire();
-    let body: Buffer;
+    let batch: EncodedBatch;
     try {
-      body = await readBody(req, deps.maxBodyBytes);
+      batch = await encodeBody(req, deps, key, now);
     } finally {
       release();
     }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body.toString('utf8'));
-    } catch (e) {
-      throw new InvalidJsonError(e instanceof Error ? e.message : 'parse error');
-    }
-    const result = validateIngest(parsed);
-    if (!result.ok) throw new ValidationError(result.issues);
-    const payload = result.value;
 
-    // 5. Price each span, 6. encode the rows and append them to the write log.
-    await deps.pricing.refresh();
-    const ctx = { orgId: key.orgId, keyPrefix: key.prefix, receivedAt: now };
-    const lines: string[] = [];
-    const unpriced: Span[] = [];
-    for (const trace of payload.traces) {
-      for (const span of trace.spans) {
-        const costs = deps.pricing.price(span, key.orgId);
-        if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
-        lines.push(encodeRow(spanToRow(trace, span, ctx, costs)));
-      }
-    }
-    lines.push('');
-    const rows = lines.length - 1;
-    await deps.log.append(Buffer.from(lines.join('\n'), 'utf8'), rows);
+    // 6. Buffer: append to the write log (fsync'd, group commit), count usage, answer 202.
+    await deps.log.append(batch.lines, batch.rows);
     deps.flusher.notify();
-    await deps.quota.add(key.orgId, rows, now);
+    await deps.quota.add(key.orgId, batch.rows, now);
 
-    deps.metrics.spansAccepted.inc(rows);
-    if (unpriced.length > 0) {
-      deps.metrics.spansUnpriced.inc(unpriced.length);
-      for (const sp of unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
+    deps.metrics.spansAccepted.inc(batch.rows);
+    if (batch.unpriced.length > 0) {
+      deps.metrics.spansUnpriced.inc(batch.unpriced.length);
+      for (const sp of batch.unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
     }
     deps.metrics.requestDuration.observe((performance.now() - started) / 1000);
     deps.metrics.requests.inc({ status: '202', code: '' });
-    res.status(202).json({ accepted: rows });
+    res.status(202).json({ accepted: batch.rows });
   };
+}
+
+interface EncodedBatch {
+  /** Canonical NDJSON lines, one per span. */
+  lines: Buffer;
+  rows: number;
+  unpriced: Span[];
+}
+
+async function encodeBody(req: Request, deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
+  const body = await readBody(req, deps.maxBodyBytes);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (e) {
+    throw new InvalidJsonError(e instanceof Error ? e.message : 'parse error');
+  }
+  const result = validateIngest(parsed);
+  if (!result.ok) throw new ValidationError(result.issues);
+  const payload = result.value;
+
+  await deps.pricing.refresh();
+  const ctx = { orgId: key.orgId, keyPrefix: key.prefix, receivedAt: now };
+  const lines: string[] = [];
+  const unpriced: Span[] = [];
+  for (const trace of payload.traces) {
+    for (const span of trace.spans) {
+      const costs = deps.pricing.price(span, key.orgId);
+      if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
+      lines.push(encodeRow(spanToRow(trace, span, ctx, costs)));
+    }
+  }
+  lines.push('');
+  return { lines: Buffer.from(lines.join('\n'), 'utf8'), rows: lines.length - 1, unpriced };
 }

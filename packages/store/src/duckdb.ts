@@ -39,6 +39,8 @@ export interface DuckDbSpanStoreOptions {
   file: string;
   /** Where bulk-load files are written; defaults to a folder beside the database. */
   tmpDir?: string;
+  /** DuckDB's memory_limit (default: DuckDB's own, 80% of RAM). Too low a limit fails large inserts. */
+  memoryLimit?: string;
 }
 
 /**
@@ -63,7 +65,9 @@ export class DuckDbSpanStore implements SpanStore {
     if (this.instance !== undefined) return;
     await fs.mkdir(path.dirname(this.opts.file), { recursive: true });
     await fs.mkdir(this.tmpDir, { recursive: true });
-    const instance = await DuckDBInstance.create(this.opts.file);
+    // The largest row the v1 contract allows is under 32 MiB as JSON (four 1M-character texts),
+    // which bounds read_json's buffers (maximum_object_size below).
+    const instance = await DuckDBInstance.create(this.opts.file, this.opts.memoryLimit === undefined ? {} : { memory_limit: this.opts.memoryLimit });
     try {
       this.writer = await instance.connect();
       this.reader = await instance.connect();
@@ -114,7 +118,7 @@ export class DuckDbSpanStore implements SpanStore {
     await fs.writeFile(file, lines);
     try {
       await conn.run(
-        `${verb} INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 536870912)`,
+        `${verb} INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
       );
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);

@@ -27,6 +27,7 @@ export class SqliteKeyStore implements KeyStore {
   private resolveStmt: Database.Statement | undefined;
   private usageStmt: Database.Statement | undefined;
   private addUsageStmt: Database.Statement | undefined;
+  private versionStmt: Database.Statement | undefined;
 
   constructor(private readonly file: string) {}
 
@@ -58,6 +59,7 @@ export class SqliteKeyStore implements KeyStore {
          ON CONFLICT (org_id, month) DO UPDATE SET spans = spans + excluded.spans RETURNING spans`,
       )
       .pluck();
+    this.versionStmt = sqlite.prepare('SELECT value FROM settings WHERE key = ?').pluck();
     this.sqlite = sqlite;
     this.db = db;
     return Promise.resolve();
@@ -272,8 +274,9 @@ export class SqliteKeyStore implements KeyStore {
   }
 
   async priceOverridesVersion(): Promise<string> {
-    const row = this.orm().select().from(settings).where(eq(settings.key, PRICE_VERSION_KEY)).get();
-    return Promise.resolve(row?.value ?? '0');
+    // Read before every batch: a prepared statement, not a query builder.
+    this.raw();
+    return Promise.resolve(String(this.versionStmt?.get(PRICE_VERSION_KEY) ?? '0'));
   }
 }
 
