@@ -34,11 +34,18 @@ function numberText(n: number): string {
 
 /** Canonical text: no exponent, no trailing zeros, "0" for zero. */
 export function formatDecimal(v: bigint): string {
+  // Most cost dimensions of most spans are zero.
+  if (v === 0n) return '0';
   const neg = v < 0n;
   const abs = neg ? -v : v;
   const int = abs / SCALE;
-  const frac = (abs % SCALE).toString().padStart(SCALE_DIGITS, '0').replace(/0+$/, '');
-  return `${neg ? '-' : ''}${int}${frac === '' ? '' : `.${frac}`}`;
+  const rest = abs % SCALE;
+  if (rest === 0n) return (neg ? '-' : '') + int.toString();
+  let frac = rest.toString().padStart(SCALE_DIGITS, '0');
+  let end = frac.length;
+  while (frac.charCodeAt(end - 1) === 48) end--;
+  frac = frac.slice(0, end);
+  return (neg ? '-' : '') + int.toString() + '.' + frac;
 }
 
 /** a / b rounded half to even (b > 0). */

@@ -279,7 +279,7 @@ export class PriceEngine {
   resolve(orgId: string, provider: string | undefined, model: string, atMs: number): ResolvedPrice | null {
     const p = normalizeProvider(provider);
     const bucket = Math.floor(atMs / BUCKET_MS);
-    const key = `${orgId}\u0000${p}\u0000${model}\u0000${bucket}`;
+    const key = orgId + '\u0000' + p + '\u0000' + model + '\u0000' + bucket;
     const hit = this.cache.get(key);
     if (hit !== undefined) return hit;
     const resolved = this.override(orgId, p, model, atMs) ?? this.override('', p, model, atMs) ?? this.fromCatalog(p, model, bucket * BUCKET_MS);
