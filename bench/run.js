@@ -107,6 +107,30 @@ async function countStored(env) {
   return n;
 }
 
+/** Leaves the shared servers as they were: the run's ClickHouse database, PostgreSQL schema and Redis keys go. */
+async function dropRun(env, run) {
+  if (env.CLICKHOUSE_URL) {
+    const u = new URL(env.CLICKHOUSE_URL);
+    await fetch(`${u.protocol}//${u.host}/?user=${encodeURIComponent(decodeURIComponent(u.username) || 'default')}&password=${encodeURIComponent(decodeURIComponent(u.password))}`, { method: 'POST', body: `DROP DATABASE IF EXISTS ${run}` });
+  }
+  if (env.DATABASE_URL) {
+    const { default: pg } = await import('pg');
+    const base = new URL(env.DATABASE_URL);
+    base.searchParams.delete('schema');
+    const client = new pg.Client({ connectionString: base.toString() });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${run} CASCADE`);
+    await client.end();
+  }
+  if (env.REDIS_URL) {
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(env.REDIS_URL);
+    const keys = await redis.keys(`${run}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  }
+}
+
 /** One measurement of the service: load, then SIGTERM and time the drain until every span is in the store. */
 async function measureService(workload, mode, o, replicas = 1) {
   const run = `bench_${Date.now()}`;
@@ -144,6 +168,7 @@ async function measureService(workload, mode, o, replicas = 1) {
   const ok = load.requests - load.non2xx;
   const stored = await countStored(env);
   for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+  await dropRun(env, run);
   const secs = load.duration;
   return {
     spansPerSec: (ok * spans) / secs,
