@@ -2,16 +2,9 @@
 // against the catalog's own calcPrice, over a realistic model mix. Medians of 5 runs.
 import { calcPrice } from '@pydantic/genai-prices';
 import { PriceEngine } from '../packages/shared/dist/price-engine.js';
+import { MODELS as WORKLOAD_MODELS } from './workloads.js';
 
-const MODELS = [
-  ['openai', 'gpt-4o'],
-  ['openai', 'gpt-4o-mini'],
-  ['anthropic', 'claude-sonnet-4-20250514'],
-  ['google', 'gemini-2.5-pro'],
-  ['mistral', 'mistral-large-latest'],
-  ['openai', 'o4-mini'],
-  [undefined, 'unknown-model-x'],
-];
+const MODELS = [...WORKLOAD_MODELS, ['openai', 'o4-mini'], [undefined, 'unknown-model-x']];
 const N = Number(process.argv[2] ?? 1_000_000);
 const base = Date.UTC(2026, 0, 15);
 const spans = Array.from({ length: 10_000 }, (_, i) => {

@@ -13,7 +13,7 @@ function prng(seed) {
 }
 
 const WORDS = 'the model answered with a short summary of the tool results and a plan for the next step'.split(' ');
-const MODELS = [
+export const MODELS = [
   ['openai', 'gpt-4o'],
   ['openai', 'gpt-4o-mini'],
   ['anthropic', 'claude-sonnet-4-20250514'],
