@@ -1,0 +1,88 @@
+// One measurement each of the service and of the floors, on the same workload and connections.
+import { clickhouseQuery, countStored, rssSampler, runChild, runLoad, sleep, startFloor, startService, walBytes } from './procs.js';
+
+function loadFigures(load, countAcked = true) {
+  const secs = load.duration;
+  return {
+    // The service says how many spans it accepted; a floor's 2xx stands for the whole body.
+    spansPerSec: (countAcked ? load.ackedSpans : load.ok * load.spansPerRequest) / secs,
+    mbPerSec: (load.ok * load.bodyBytes) / secs / 1e6,
+    reqPerSec: load.ok / secs,
+    p50: load.latency.p50,
+    p90: load.latency.p90,
+    p99: load.latency.p99,
+    non2xx: load.non2xx,
+    errors: load.errors + load.timeouts,
+    status: load.status,
+  };
+}
+
+/**
+ * The service: load for the duration, then the end-to-end lag until every acknowledged
+ * span is in the store. DuckDB (one process per file): SIGTERM at once, the drain flushes
+ * the write log, lag = time until the process exits, then the file is opened and counted.
+ * ClickHouse: poll `count() FINAL` until it reaches the acknowledged spans, then SIGTERM.
+ */
+export async function measureService(name, mode, o, replicas = 1) {
+  const svc = await startService({ mode, replicas });
+  try {
+    const samplers = svc.servers.map((s) => rssSampler(s.proc.pid));
+    const load = await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: o.duration });
+    const t0 = performance.now();
+    const walAtEnd = svc.servers.reduce((n, s) => n + walBytes(s.dir), 0);
+    let lagMs;
+    let stored;
+    if (svc.env.CLICKHOUSE_URL) {
+      const db = new URL(svc.env.CLICKHOUSE_URL).pathname.slice(1);
+      const deadline = Date.now() + 600_000;
+      for (;;) {
+        stored = Number(await clickhouseQuery(svc.env.CLICKHOUSE_URL, `SELECT count() FROM ${db}.spans FINAL`));
+        if (stored >= load.ackedSpans || Date.now() > deadline) break;
+        await sleep(20);
+      }
+      lagMs = performance.now() - t0;
+    }
+    const t1 = performance.now();
+    const exits = await svc.stop();
+    const drainMs = performance.now() - t1;
+    if (lagMs === undefined) lagMs = drainMs;
+    const peakRss = Math.max(...samplers.map((x) => x.stop()));
+    stored = await countStored(svc.env);
+    const crashed = exits.filter((e) => e.code !== 0);
+    return {
+      ...loadFigures(load),
+      peakRssMb: peakRss / 2 ** 20,
+      lagMs,
+      drainMs,
+      walMbAtEnd: walAtEnd / 1e6,
+      ackedSpans: load.ackedSpans,
+      stored,
+      // Requests cut off when the load stopped may still have been accepted: stored may exceed acked by that much.
+      lostSpans: Math.max(0, load.ackedSpans - stored),
+      unackedStored: stored - load.ackedSpans,
+      maxUnacked: (load.idsIssued - load.ackedRequests) * load.spansPerRequest,
+      exitCodes: exits.map((e) => e.code ?? e.signal),
+      crashed: crashed.length > 0,
+    };
+  } finally {
+    await svc.cleanup();
+  }
+}
+
+/** Floor (a) `discard` or (b) `parse`: a bare node:http server in its own process, same load. */
+export async function measureFloor(name, kind, o) {
+  const floor = await startFloor(kind);
+  try {
+    const rss = rssSampler(floor.proc.pid);
+    const load = await runLoad({ urls: [floor.url], key: 'x', workload: name, connections: o.connections, duration: o.duration });
+    return { ...loadFigures(load, false), peakRssMb: rss.stop() / 2 ** 20 };
+  } finally {
+    await floor.stop();
+  }
+}
+
+/** Floor (c): the same rows bulk-inserted straight into the store (DuckDB read_json, ClickHouse JSONEachRow). */
+export function measureStoreFloor(name, o) {
+  const rows = o.quick ? 5_000 : 20_000;
+  return runChild('floor-store.js', { workload: name, rows, clickhouseUrl: process.env.CLICKHOUSE_URL });
+}
