@@ -610,18 +610,20 @@ describe('POST /ingest counter-examples', () => {
     }
   });
 
-  // Defect: the DuckDB span store drops a byte order mark (U+FEFF) that
-  // begins a string: "\uFEFFa" is stored as "a" and "\uFEFF" as "", in every
-  // text column and in metadata. One inside or at the end survives. Found by
-  // the round-trip property (a metadata value of "\uFEFF" came back empty).
-  it.fails('stores text that begins with a byte order mark as sent', async () => {
+  // Found: text beginning with U+FEFF read back without it. The store keeps it
+  // (checked here in SQL); @duckdb/node-api drops a leading U+FEFF when it turns
+  // a value into a JS string, which affects what the CLI prints, not what is stored.
+  it('stores text that begins with a byte order mark as sent', async () => {
     const texts = ['\uFEFF', '\uFEFFa', 'a\uFEFF', 'a\uFEFFb'];
     const traceId = 'bom';
     const spans = texts.map((x, i) => makeSpan({ spanId: `bom-${i}`, name: x, input: x, metadata: { k: x } }));
     const res = await t.post(makePayload({ traces: [makeTrace({ traceId, traceName: 'bom', spans })] }), { key });
     expect(res.status).toBe(202);
-    const rows = await t.spans('SELECT span_id, name, input, span_metadata_values AS v FROM spans WHERE org_id = ? AND trace_id = ? ORDER BY span_id', [orgId, traceId]);
-    expect(rows.map((r) => [r.name, r.input, r.v])).toEqual(texts.map((x) => [x, x, [x]]));
+    const rows = await t.spans(
+      "SELECT length(name) AS n, unicode(name) AS first, name = input AS same, span_metadata_values[1] = name AS meta FROM spans WHERE org_id = ? AND trace_id = ? ORDER BY span_id",
+      [orgId, traceId],
+    );
+    expect(rows.map((r) => [Number(r.n), Number(r.first), r.same, r.meta])).toEqual(texts.map((x) => [x.length, x.codePointAt(0), true, true]));
   });
 
   it('stores a span that starts at the last millisecond of year 9999', async () => {
