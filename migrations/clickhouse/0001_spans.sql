@@ -1,17 +1,24 @@
--- The spans table: the same column names as the DuckDB store (packages/shared/src/rows.ts).
--- One schema for ClickHouse 18.16 (Debian) and current servers: no DateTime64, Map,
--- CODEC, TTL or skip indexes. ReplacingMergeTree keeps the latest copy of a span
--- (by received_at) when a re-sent or replayed span lands twice; query with FINAL
--- for one row per span. The sorting key identifies the span and serves the common
--- filters: org, day, customer, trace.
+-- The spans table of packages/shared/src/rows.ts (SPAN_COLUMNS), the same column
+-- names as the DuckDB store. One schema for ClickHouse 18.16 (Debian's package)
+-- and current servers, so only what 18.16 has: no DateTime64, Map, Bool, CODEC,
+-- TTL or skip indexes; LowCardinality needs allow_experimental_low_cardinality_type
+-- there, which the migration runner sends to servers older than 20.
+--
+-- A span is identified by (org_id, trace_id, span_id). A retried or replayed
+-- insert, or a repricing, writes another copy; ReplacingMergeTree keeps the copy
+-- with the greatest received_at. It only collapses copies with equal sorting keys
+-- in the same partition, so the key holds nothing a later copy could change:
+-- start_date comes from the span's own start time, while customer_id and model_id
+-- (which a client may fill in on a later send of the same trace) stay out of it.
+-- Merges are eventual: read with FINAL (or argMax / LIMIT 1 BY) for one row per span.
 CREATE TABLE IF NOT EXISTS spans (
   org_id String,
   key_prefix LowCardinality(String),
   received_at Int64,
   trace_id String,
   trace_name String,
-  agent_name String,
-  workflow_name String,
+  agent_name LowCardinality(String),
+  workflow_name LowCardinality(String),
   workflow_run_id String,
   session_id String,
   customer_id String,
@@ -61,7 +68,7 @@ CREATE TABLE IF NOT EXISTS spans (
   output String,
   tool_catalog String,
   model_call_ms Nullable(Int64),
-  system_fingerprint String,
+  system_fingerprint LowCardinality(String),
   safety_metadata String,
   sources String,
   rate_limit_requests_limit Nullable(Int64),
@@ -71,9 +78,13 @@ CREATE TABLE IF NOT EXISTS spans (
   rate_limit_tokens_remaining Nullable(Int64),
   rate_limit_tokens_reset_ms Nullable(Int64),
   span_metadata_keys Array(String),
-  span_metadata_values Array(String)
+  span_metadata_values Array(String),
+  -- Metadata as [key, value] pairs, computed on read: arrayJoin(span_metadata) AS kv ... kv[1], kv[2].
+  -- Not Map (absent in 18.16) nor Array(Tuple) (18.16 stores that as two real Nested columns).
+  trace_metadata Array(Array(String)) ALIAS arrayMap((k, v) -> [k, v], trace_metadata_keys, trace_metadata_values),
+  span_metadata Array(Array(String)) ALIAS arrayMap((k, v) -> [k, v], span_metadata_keys, span_metadata_values)
 )
 ENGINE = ReplacingMergeTree(received_at)
 PARTITION BY toYYYYMM(start_date)
-ORDER BY (org_id, start_date, customer_id, trace_id, span_id)
-SETTINGS index_granularity = 8192
+ORDER BY (org_id, start_date, trace_id, span_id)
+SETTINGS index_granularity = 8192;

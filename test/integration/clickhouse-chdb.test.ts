@@ -3,77 +3,145 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
-import { clickHouseMigrations, ddlSettingsFor, MIGRATIONS_TABLE_DDL, quoteString, unquoteCosts } from '@trace-ingest/store/clickhouse';
-import { makePayload, makeSpan, makeTrace } from '../factories.js';
+import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import type { Span, Trace } from '@trace-ingest/shared/schema';
+import { applyClickHouseMigrations, bindParams, ddlSettingsFor, needsUnquotedCosts, unquoteCosts, type ClickHouseExecutor } from '@trace-ingest/store/clickhouse';
+import { startClickHouse, type ClickHouseTestServer } from './clickhouse-server.js';
 
-/** The same schema on a current engine: chdb, an in-process ClickHouse 26.x. */
+/**
+ * The same migrations and insert form on a current engine: chdb, an
+ * in-process ClickHouse 26.x. It is a 500 MB test tool, installed outside the
+ * repo and found through CHDB_MODULE_DIR.
+ */
 interface ChdbSession {
   query(sql: string, format?: string): string;
   cleanup(): void;
 }
-
-function loadChdb(): { Session: new (dir: string) => ChdbSession; version(): { chdb: string; engine?: string } } {
-  const dir = process.env.CHDB_MODULE_DIR;
-  if (dir === undefined || dir === '') {
-    throw new Error('CHDB_MODULE_DIR is not set: install chdb outside the repo with `npm install --prefix ~/.cache/trace-ingest/chdb chdb@3.4.0` and export CHDB_MODULE_DIR=~/.cache/trace-ingest/chdb/node_modules/chdb (.ci/run does both)');
-  }
-  return createRequire(import.meta.url)(dir) as ReturnType<typeof loadChdb>;
+interface Chdb {
+  Session: new (dir: string) => ChdbSession;
 }
 
-describe('ClickHouse schema on chdb (current engine)', () => {
+function loadChdb(): Chdb {
+  const dir = process.env.CHDB_MODULE_DIR;
+  if (dir === undefined || dir === '') {
+    throw new Error(
+      'CHDB_MODULE_DIR is not set, and the schema must be checked on a current ClickHouse too. Install chdb outside the repo and point at it:\n' +
+        '  npm install --prefix ~/.cache/trace-ingest/chdb --no-save --no-audit --no-fund chdb@3.4.0\n' +
+        '  export CHDB_MODULE_DIR=~/.cache/trace-ingest/chdb/node_modules/chdb\n' +
+        '(.ci/run does both)',
+    );
+  }
+  return createRequire(import.meta.url)(path.resolve(dir)) as Chdb;
+}
+
+const parseLines = <T>(text: string): T[] =>
+  text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as T);
+
+/** The migration runner's view of a chdb session, current database `database`. */
+function executor(session: ChdbSession): ClickHouseExecutor {
+  return {
+    async command({ query, clickhouse_settings }) {
+      const settings = Object.entries(clickhouse_settings ?? {}).map(([k, v]) => `${k} = ${v}`);
+      // The statements end in their own SETTINGS (table settings), so query settings go through SET.
+      for (const s of settings) session.query(`SET ${s}`);
+      return session.query(query);
+    },
+    async query({ query }) {
+      const text = session.query(`${query} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow');
+      return { json: async <T,>() => parseLines<T>(text) };
+    },
+  };
+}
+
+let seq = 0;
+const span = (partial: Partial<Span> = {}): Span => ({ spanId: `s-${++seq}`, spanType: 'llm', name: `n${seq}`, startTime: Date.UTC(2026, 0, 31, 23, 0), endTime: Date.UTC(2026, 1, 1, 1, 0), ...partial });
+const rowsOf = (t: Trace, costs: SpanCosts, receivedAt: number): SpanRow[] => t.spans.map((s) => spanToRow(t, s, { orgId: 'org_chdb', keyPrefix: 'ti_x', receivedAt }, costs));
+const canonicalDecimal = (s: string) => (s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s);
+const SELECT_ALL = SPAN_COLUMNS.map(([name, kind]) => (kind === 'decimal' ? `toString(${name}) AS ${name}` : name)).join(', ');
+
+describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
   let session: ChdbSession;
   let dir: string;
-  beforeAll(() => {
+  let db: ClickHouseExecutor;
+  let ch: ClickHouseTestServer;
+  let oldVersion: string;
+
+  beforeAll(async () => {
+    // The 18.16 server only answers which settings and transforms an old server gets.
+    ch = await startClickHouse();
+    oldVersion = (await (await fetch(`http://127.0.0.1:${ch.httpPort}/?query=SELECT%20version()`)).text()).trim();
     const chdb = loadChdb();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-chdb-'));
     session = new chdb.Session(dir);
-  });
-  afterAll(() => {
-    session.cleanup();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  const migrate = async () => {
-    session.query('CREATE DATABASE IF NOT EXISTS ti');
-    session.query('USE ti');
-    const version = session.query('SELECT version()', 'TSV').trim();
-    for (const [k, v] of Object.entries(ddlSettingsFor(version))) session.query(`SET ${k} = ${v}`);
-    session.query(MIGRATIONS_TABLE_DDL);
-    const applied = new Set(session.query('SELECT DISTINCT version FROM schema_migrations', 'JSONEachRow').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { version: string }).version));
-    for (const m of await clickHouseMigrations()) {
-      if (applied.has(m.version)) continue;
-      for (const s of m.statements) session.query(s);
-      session.query(`INSERT INTO schema_migrations (version, applied_at) VALUES (${quoteString(m.version)}, now())`);
-    }
-  };
-
-  it('sends the LowCardinality setting only to servers that need it', () => {
-    expect(ddlSettingsFor('18.16.1')).toEqual({ allow_experimental_low_cardinality_type: 1 });
-    expect(ddlSettingsFor(session.query('SELECT version()', 'TSV').trim())).toEqual({});
+    session.query('CREATE DATABASE IF NOT EXISTS trace_ingest');
+    session.query('USE trace_ingest');
+    db = executor(session);
   });
 
-  it('accepts the migrations, twice', async () => {
-    await migrate();
-    await migrate();
-    expect(session.query('SELECT count() FROM schema_migrations', 'CSV').trim()).toBe('1');
-    expect(session.query("SELECT engine FROM system.tables WHERE database = 'ti' AND name = 'spans'", 'CSV').trim()).toBe('"ReplacingMergeTree"');
+  afterAll(async () => {
+    session?.cleanup();
+    if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
+    await ch?.dispose();
   });
 
-  it('takes the insert form the sink sends and gives one row per span with FINAL', () => {
-    const rows = payloadToRows(
-      makePayload({ traces: [makeTrace({ traceId: 'chdb-1', spans: [makeSpan({ spanId: 'a', usage: { inputTokens: 3 } }), makeSpan({ spanId: 'b' })] })] }),
-      { orgId: 'org', keyPrefix: 'ti_x', receivedAt: 1 },
-      () => ({ ...UNPRICED, input_cost: '0.000000000000000001', total_cost: '0.000000000000000001', priced: true }),
+  it('is a current engine, which gets neither the LowCardinality setting nor unquoted costs', async () => {
+    const [v] = await (await db.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' })).json<{ v: string }>();
+    console.info(`chdb engine ${v?.v}; clickhouse-server ${oldVersion}`);
+    expect(Number.parseInt(v?.v ?? '', 10)).toBeGreaterThanOrEqual(24);
+    expect(ddlSettingsFor(v?.v ?? '')).toEqual({});
+    expect(needsUnquotedCosts(v?.v ?? '')).toBe(false);
+    expect(ddlSettingsFor(oldVersion)).toEqual({ allow_experimental_low_cardinality_type: 1 });
+    expect(needsUnquotedCosts(oldVersion)).toBe(true);
+  });
+
+  it('applies the migrations, and again, with the same runner as the server', async () => {
+    expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual(['0001_spans']);
+    expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
+    expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version', 'CSV').trim()).toBe('"0001_spans",1');
+    expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
+      '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',
     );
-    const body = unquoteCosts(rows.map((r) => encodeRow(r)).join('\n'));
-    session.query(`INSERT INTO spans FORMAT JSONEachRow ${body}`);
-    session.query(`INSERT INTO spans FORMAT JSONEachRow ${body}`);
-    const out = session.query("SELECT span_id, input_tokens, toString(input_cost) AS c FROM spans FINAL WHERE trace_id = 'chdb-1' ORDER BY span_id", 'JSONEachRow');
-    const parsed = out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(parsed).toEqual([
-      { span_id: 'a', input_tokens: 3, c: '0.000000000000000001' },
-      { span_id: 'b', input_tokens: 0, c: '0.000000000000000001' },
-    ]);
+    const cols = parseLines<{ name: string; type: string; default_kind: string }>(
+      session.query("SELECT name, type, default_kind FROM system.columns WHERE database = 'trace_ingest' AND table = 'spans'", 'JSONEachRow'),
+    );
+    expect(cols.filter((c) => c.default_kind === '').map((c) => c.name)).toEqual(SPAN_COLUMNS.map(([n]) => n));
+    expect(cols.filter((c) => c.default_kind === 'ALIAS').map((c) => c.name)).toEqual(['trace_metadata', 'span_metadata']);
+    expect(cols.find((c) => c.name === 'model_id')?.type).toBe('LowCardinality(String)');
+  });
+
+  it('takes the insert form the store sends (as is, and unquoted for old servers) and gives one row per span', () => {
+    const t: Trace = {
+      traceId: 'chdb-1',
+      customer: { id: 'c', name: 'Zoë 😀' },
+      metadata: { env: 'prod' },
+      spans: [span({ usage: { inputTokens: 3 }, ttftMs: 1.5, chunkOffsets: [1, 2], metadata: { k: "it's" }, input: 'line\nbreak \\ "q"' }), span()],
+    };
+    const costs: SpanCosts = { ...UNPRICED, input_cost: '0.000000000000000001', total_cost: '12345678901234567890.123456789012345678', priced: true, price_source: 'catalog:x' };
+    const rows = rowsOf(t, costs, 1);
+    const lines = rows.map((r) => encodeRow(r)).join('\n');
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${lines}`);
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${unquoteCosts(lines)}`);
+    const newer = rowsOf(t, { ...costs, total_cost: '7' }, 2);
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${newer.map((r) => encodeRow(r)).join('\n')}`);
+
+    const got = parseLines<Record<string, unknown>>(
+      session.query(bindParams(`SELECT ${SELECT_ALL} FROM spans FINAL WHERE trace_id = ? ORDER BY span_id SETTINGS output_format_json_quote_64bit_integers = 0`, [t.traceId]), 'JSONEachRow'),
+    );
+    expect(got).toHaveLength(2);
+    for (const [i, want] of newer.entries()) {
+      for (const [name, kind] of SPAN_COLUMNS) {
+        const g = got[i]?.[name];
+        const w = want[name];
+        if (kind === 'decimal') expect([name, canonicalDecimal(String(g))]).toEqual([name, canonicalDecimal(String(w))]);
+        else if (kind === 'bool') expect([name, g]).toEqual([name, w ? 1 : 0]);
+        else expect([name, g]).toEqual([name, w]);
+      }
+    }
+    expect(got[0]?.start_date).toBe('2026-01-31');
+    const meta = session.query(bindParams('SELECT span_metadata, trace_metadata FROM spans FINAL WHERE trace_id = ? ORDER BY span_id LIMIT 1', [t.traceId]), 'JSONEachRow');
+    expect(JSON.parse(meta)).toEqual({ span_metadata: [['k', "it's"]], trace_metadata: [['env', 'prod']] });
   });
 });
