@@ -263,9 +263,13 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     const t = trace(spans, { customer: { id: 'bulk' } });
     const rows = rowsOf(t, { ...UNPRICED, input_cost: '0.00025', total_cost: '0.00025', priced: true });
     const lines = linesOf(rows);
-    const u0 = performance.now();
-    const body = unquoteCosts(lines);
-    const unquoteMs = performance.now() - u0;
+    let body: Buffer = lines;
+    let unquoteMs = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < 3; i++) {
+      const u0 = performance.now();
+      body = unquoteCosts(lines);
+      unquoteMs = Math.min(unquoteMs, performance.now() - u0);
+    }
     expect(body.length).toBe(lines.length - 18 * rows.length);
     const t0 = performance.now();
     await store.insertLines(lines, rows.length);

@@ -131,6 +131,11 @@ describe('unquoteCosts', () => {
     expect(parsed.input_cost).toBe(0);
   });
 
+  it('unquotes only the costs in table order, line by line', () => {
+    const lines = ['{"a":"1"}', '{"input_cost":"1","output_cost":"2.5","x":"3"}', '{"output_cost":"9","input_cost":"-1"}', '{"input_cost":"1e5"}', ''].join('\n');
+    expect(unquoteCosts(lines)).toBe(['{"a":"1"}', '{"input_cost":1,"output_cost":2.5,"x":"3"}', '{"output_cost":"9","input_cost":-1}', '{"input_cost":"1e5"}', ''].join('\n'));
+  });
+
   it('returns the same buffer when there is nothing to change', () => {
     const b = Buffer.from('{"a":"1"}\n');
     expect(unquoteCosts(b)).toBe(b);
