@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { applyClickHouseMigrations, bindParams, ddlSettingsFor, needsUnquotedCosts, unquoteCosts, type ClickHouseExecutor } from '@trace-ingest/store/clickhouse';
-import { startClickHouse, type ClickHouseTestServer } from './clickhouse-server.js';
+import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
  * The same migrations and insert form on a current engine: chdb, an

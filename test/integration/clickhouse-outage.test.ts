@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { makeSpan, makeTrace } from '../factories.js';
-import { startClickHouse, type ClickHouseServer } from './support/clickhouse-server.js';
+import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 import { startTestServer } from './support/ingest-server.js';
 
 describe('ClickHouse down mid-load', () => {
-  let ch: ClickHouseServer;
+  let ch: ClickHouseTestServer;
   beforeAll(async () => {
     ch = await startClickHouse();
   });

@@ -5,7 +5,7 @@ import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type Span
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { applyClickHouseMigrations, bindParams, ClickHouseSpanStore, unquoteCosts } from '@trace-ingest/store/clickhouse';
 import { SpanStoreRejectedError } from '@trace-ingest/store/span-store';
-import { startClickHouse, type ClickHouseTestServer } from './clickhouse-server.js';
+import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 const RECEIVED_AT = Date.UTC(2026, 10, 2, 8, 0, 0);
 const ctx = { orgId: 'org_ch', keyPrefix: 'ti_abc123', receivedAt: RECEIVED_AT };

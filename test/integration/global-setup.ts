@@ -11,6 +11,6 @@ declare module 'vitest' {
 /** One real ClickHouse server for the integration run; each test file uses its own database. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const ch = await startClickHouse();
-  project.provide('clickhouseHttpUrl', ch.httpUrl);
+  project.provide('clickhouseHttpUrl', `http://127.0.0.1:${ch.httpPort}`);
   return () => ch.dispose();
 }
