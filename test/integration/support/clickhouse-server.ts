@@ -19,7 +19,8 @@ export interface ClickHouseTestServer {
   startMs: number;
   /** A CLICKHOUSE_URL naming `database` on this server. */
   urlFor(database: string): string;
-  stop(): Promise<void>;
+  /** SIGTERM by default (a graceful stop, for outage tests). */
+  stop(signal?: NodeJS.Signals): Promise<void>;
   start(): Promise<void>;
   dispose(): Promise<void>;
 }
@@ -161,11 +162,15 @@ export async function startClickHouse(): Promise<ClickHouseTestServer> {
       }
       server.startMs = performance.now() - t0;
     },
-    async stop() {
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
       const proc = child;
       if (proc === undefined) return;
-      proc.kill('SIGTERM');
-      const stopped = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
+      proc.kill(signal);
+      // The timer is cleared as soon as the server exits: a pending one would keep the test process alive.
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 30_000)));
+      const stopped = await Promise.race([exited.then(() => true), timeout]);
+      clearTimeout(timer);
       if (!stopped) {
         proc.kill('SIGKILL');
         await exited;
@@ -173,7 +178,8 @@ export async function startClickHouse(): Promise<ClickHouseTestServer> {
       child = undefined;
     },
     async dispose() {
-      await server.stop();
+      // The data dir is deleted next: no need for the graceful (~8 s) shutdown.
+      await server.stop('SIGKILL');
       process.removeListener('exit', killOnExit);
       fs.rmSync(dir, { recursive: true, force: true });
     },
