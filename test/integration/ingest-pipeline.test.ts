@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { utcMonth } from '@trace-ingest/shared/ids';
@@ -234,6 +235,28 @@ describe('drain', () => {
     await store.start();
     expect(await store.query("SELECT span_id FROM spans WHERE trace_id = 'before-drain'")).toHaveLength(1);
     await store.close();
+    await t.close();
+  });
+});
+
+describe('slow large uploads', () => {
+  it('hold the body slots but do not stall ordinary batches', async () => {
+    const t = await startTestServer({ MAX_CONCURRENT_BODIES: '2', REQUEST_TIMEOUT_MS: '20000' });
+    const { key } = await t.newKey();
+    const u = new URL(t.url);
+    // Three uploads declaring 5 MB that send a byte now and then: two hold both slots, one waits.
+    const sockets = Array.from({ length: 3 }, () => {
+      const s = net.connect(Number(u.port), u.hostname);
+      s.on('error', () => undefined);
+      s.write(`POST /ingest HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ncontent-length: 5000000\r\n\r\n{`);
+      return s;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const started = performance.now();
+    const res = await t.post(makePayload(), { key });
+    expect(res.status).toBe(202);
+    expect(performance.now() - started).toBeLessThan(2000);
+    for (const s of sockets) s.destroy();
     await t.close();
   });
 });

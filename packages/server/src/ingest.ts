@@ -57,11 +57,12 @@ export function ingestHandler(deps: IngestDeps) {
     await deps.limiter.consume(key.keyId, key.rateLimitRps);
     await deps.quota.check(key.orgId, key.monthlySpans, now);
 
-    // 4. Read, parse and validate; 5. price. A slot covers the body's life in
-    // memory (bytes, parsed objects, rows), so memory stays flat under bursts
-    // of large bodies; it is released before the wait for the disk.
+    // 4. Read, parse and validate; 5. price. A slot covers a large body's life
+    // in memory (bytes, parsed objects, rows), so memory stays flat under bursts
+    // of large bodies; it is released before the wait for the disk. Small plain
+    // bodies need none, so clients trickling large bodies cannot stall them.
     checkContentType(req);
-    const release = await deps.slots.acquire();
+    const release = needsSlot(req) ? await deps.slots.acquire() : noop;
     let batch: EncodedBatch;
     try {
       batch = await encodeBody(req, deps, key, now);
@@ -83,6 +84,18 @@ export function ingestHandler(deps: IngestDeps) {
     deps.metrics.requests.inc({ status: '202', code: '' });
     res.status(202).json({ accepted: batch.rows });
   };
+}
+
+/** Below this declared size (and not compressed) a body is read without a slot. */
+export const SMALL_BODY_BYTES = 1024 * 1024;
+
+const noop = (): void => undefined;
+
+function needsSlot(req: Request): boolean {
+  const declared = Number(req.headers['content-length']);
+  const encoding = req.headers['content-encoding'];
+  const plain = encoding === undefined || encoding === '' || encoding.trim().toLowerCase() === 'identity';
+  return !(plain && Number.isFinite(declared) && declared <= SMALL_BODY_BYTES);
 }
 
 interface EncodedBatch {

@@ -38,7 +38,7 @@ export const ConfigSchema = z.object({
   DRAIN_TIMEOUT_MS: int(30_000),
   INGEST_DURABILITY: z.enum(['fsync', 'memory']).default('fsync'),
   BUFFER_MAX_BYTES: int(1024 * 1024 * 1024, 1),
-  MAX_CONCURRENT_BODIES: int(4, 1),
+  MAX_CONCURRENT_BODIES: int(8, 1),
   HEADERS_TIMEOUT_MS: int(10_000, 1),
   REQUEST_TIMEOUT_MS: int(60_000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
