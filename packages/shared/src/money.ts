@@ -55,14 +55,13 @@ export function formatDecimal(v: bigint): string {
   // Most cost dimensions of most spans are zero.
   if (v === 0n) return '0';
   const sign = v < 0n ? '-' : '';
-  const abs = v < 0n ? -v : v;
-  const whole = (abs / SCALE).toString();
-  const rest = abs % SCALE;
-  if (rest === 0n) return sign + whole;
-  const frac = rest.toString().padStart(SCALE_DIGITS, '0');
-  let end = frac.length;
-  while (frac.charCodeAt(end - 1) === 48 /* '0' */) end--;
-  return sign + whole + '.' + frac.slice(0, end);
+  // Splitting the digit string is several times faster than BigInt division.
+  const digits = (v < 0n ? -v : v).toString().padStart(SCALE_DIGITS + 1, '0');
+  const point = digits.length - SCALE_DIGITS;
+  let end = digits.length;
+  while (end > point && digits.charCodeAt(end - 1) === 48 /* '0' */) end--;
+  const whole = digits.slice(0, point);
+  return end === point ? sign + whole : sign + whole + '.' + digits.slice(point, end);
 }
 
 /** a / b rounded half to even; b must be positive. */
@@ -91,7 +90,9 @@ function checkCount(count: number): void {
 export function mulCountPerMillion(count: number, perMillionScaled: bigint): bigint {
   checkCount(count);
   if (count === 0 || perMillionScaled === 0n) return 0n;
-  return divRoundHalfEven(BigInt(count) * perMillionScaled, MILLION);
+  const product = BigInt(count) * perMillionScaled;
+  const quotient = product / MILLION;
+  return quotient * MILLION === product ? quotient : divRoundHalfEven(product, MILLION);
 }
 
 /** Cost of `count` units at a scaled price per unit; always exact. */
