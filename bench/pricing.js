@@ -5,7 +5,7 @@
 //
 // calcPrice takes tens of µs per call, so it runs on 1/50 of the spans.
 import { calcPrice } from '@pydantic/genai-prices';
-import { PriceEngine } from '../packages/shared/dist/pricing.js';
+import { PriceEngine } from '../packages/shared/dist/price-engine.js';
 import { MODELS as WORKLOAD_MODELS } from './workloads.js';
 
 const MODELS = [
@@ -77,7 +77,7 @@ function timeCatalog(n) {
   return { ns: Number(process.hrtime.bigint() - t0) / n, sink };
 }
 
-const engine = new PriceEngine();
+const engine = await PriceEngine.create();
 const catalogN = Math.max(1, Math.floor(N / 50));
 timeEngine(engine, 50_000);
 timeCatalog(2_000);
