@@ -155,7 +155,7 @@ export function walBytes(dataDir) {
  * The real server (built dist/) on loopback with its own temp DATA_DIR, a plan without
  * limits and a key made with the CLI. `replicas` > 1 shares PostgreSQL, Redis and ClickHouse.
  */
-export async function startService({ mode, replicas = 1, extraEnv = {} }) {
+export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs = [] }) {
   const run = `bench_${Date.now()}_${process.pid}`;
   const dataDirs = Array.from({ length: replicas }, () => fs.mkdtempSync(path.join(os.tmpdir(), 'ti-bench-')));
   const env = { DATA_DIR: dataDirs[0], LOG_LEVEL: 'warn' };
@@ -173,7 +173,7 @@ export async function startService({ mode, replicas = 1, extraEnv = {} }) {
   for (const dir of dataDirs) {
     const port = await freePort();
     let stderr = '';
-    const proc = spawn(process.execPath, [SERVER], {
+    const proc = spawn(process.execPath, [...nodeArgs, SERVER], {
       env: { ...process.env, ...env, DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', INGEST_DURABILITY: mode, DRAIN_GRACE_MS: '0', DRAIN_TIMEOUT_MS: '600000', ...extraEnv },
       stdio: ['ignore', 'ignore', 'pipe'],
     });

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { DrainingError, InvalidJsonError, ValidationError } from '@trace-ingest/shared/errors';
-import { encodeRow, spanToRow, type SpanPricer } from '@trace-ingest/shared/rows';
+import { encodeSpanLine, encodeTraceHead, type SpanPricer } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
 import type { ResolvedKey } from '@trace-ingest/store/key-store';
@@ -122,10 +122,11 @@ async function encodeBody(req: Request, deps: IngestDeps, key: ResolvedKey, now:
   const lines: string[] = [];
   const unpriced: Span[] = [];
   for (const trace of payload.traces) {
+    const head = encodeTraceHead(trace, ctx);
     for (const span of trace.spans) {
       const costs = deps.pricing.price(span, key.orgId);
       if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
-      lines.push(encodeRow(spanToRow(trace, span, ctx, costs)));
+      lines.push(encodeSpanLine(head, span, costs));
     }
   }
   lines.push('');

@@ -1,0 +1,124 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { encodeRow, encodeSpanLine, encodeTraceHead, spanToRow, UNPRICED, utcDay, type SpanCosts } from '@trace-ingest/shared/rows';
+import type { Span, Trace } from '@trace-ingest/shared/schema';
+
+// Text that exercises escaping: quotes, backslashes, control characters,
+// U+2028, astral code points and lone surrogates (stored as U+FFFD).
+const text = fc.string({ unit: fc.oneof(fc.constantFrom('a', '"', '\\', '\n', '\u0000', '\u2028', '😀', '\ud800', '\udc00', 'é'), fc.string({ unit: 'binary', maxLength: 1 })), maxLength: 8 });
+const count = fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER));
+const metadata = fc.dictionary(fc.oneof(text, fc.constantFrom('__proto__', 'constructor')), text, { maxKeys: 4 }).map((m) => {
+  // Own keys as JSON.parse makes them, "__proto__" included.
+  const o: Record<string, string> = JSON.parse(JSON.stringify(m)) as Record<string, string>;
+  return o;
+});
+const opt = <T>(a: fc.Arbitrary<T>) => fc.option(a, { nil: undefined });
+
+const span: fc.Arbitrary<Span> = fc
+  .record(
+    {
+      spanId: text,
+      parentSpanId: text,
+      spanType: fc.constantFrom('agent', 'llm', 'tool', 'embedding', 'other'),
+      name: text,
+      startTime: fc.integer({ min: 0, max: Date.UTC(9999, 11, 31) }),
+      duration: fc.nat({ max: 10 ** 9 }),
+      status: fc.constantFrom('ok', 'error'),
+      errorMessage: text,
+      provider: text,
+      modelId: text,
+      usage: fc.record(
+        {
+          inputTokens: count,
+          outputTokens: count,
+          totalTokens: count,
+          reasoningTokens: count,
+          cachedInputTokens: count,
+          cacheWriteInputTokens: count,
+          imageCount: count,
+          webSearchCount: count,
+          requestCount: count,
+        },
+        { requiredKeys: [] },
+      ),
+      ttftMs: fc.oneof(fc.nat(), fc.double({ min: 0, max: 1e9, noNaN: true })),
+      chunkOffsets: fc.array(count, { maxLength: 4 }),
+      chunkTokens: fc.array(count, { maxLength: 4 }),
+      reasoningOffsets: fc.array(count, { maxLength: 4 }),
+      reasoningChunkTokens: fc.array(count, { maxLength: 4 }),
+      reasoningDurationMs: count,
+      input: text,
+      output: text,
+      toolCatalog: text,
+      modelCallMs: count,
+      systemFingerprint: text,
+      safetyMetadata: text,
+      sources: text,
+      rateLimit: fc.record(
+        { requestsLimit: count, requestsRemaining: count, requestsResetMs: count, tokensLimit: count, tokensRemaining: count, tokensResetMs: count },
+        { requiredKeys: [] },
+      ),
+      metadata,
+    },
+    { requiredKeys: ['spanId', 'spanType', 'name', 'startTime', 'duration'] },
+  )
+  .map(({ duration, ...s }) => ({ ...s, endTime: s.startTime + duration }) as Span);
+
+const trace: fc.Arbitrary<Trace> = fc.record(
+  {
+    traceId: text,
+    traceName: text,
+    agentName: text,
+    workflowName: text,
+    workflowRunId: text,
+    sessionId: text,
+    customer: fc.record({ id: text, name: opt(text), imageUrl: opt(text) }, { requiredKeys: ['id'] }),
+    metadata,
+    spans: fc.array(span, { minLength: 1, maxLength: 3 }),
+  },
+  { requiredKeys: ['traceId', 'spans'] },
+) as fc.Arbitrary<Trace>;
+
+const priced: SpanCosts = {
+  input_cost: '0.0012',
+  output_cost: '0.003',
+  reasoning_cost: '0',
+  cached_input_cost: '0.000000000000000001',
+  cache_write_input_cost: '0',
+  image_cost: '0',
+  web_search_cost: '0',
+  request_cost: '0',
+  total_cost: '0.004200000000000001',
+  priced: true,
+  price_source: 'catalog:genai-prices@0.1.8',
+};
+
+describe('encodeSpanLine', () => {
+  it('writes the same bytes as encodeRow(spanToRow(...)) for any span', () => {
+    fc.assert(
+      fc.property(trace, fc.constantFrom(UNPRICED, priced), fc.string(), fc.nat(), (t, costs, keyPrefix, receivedAt) => {
+        const ctx = { orgId: 'org_"x\\', keyPrefix, receivedAt };
+        const head = encodeTraceHead(t, ctx);
+        for (const s of t.spans) expect(encodeSpanLine(head, s, costs)).toBe(encodeRow(spanToRow(t, s, ctx, costs)));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('writes a lone surrogate as U+FFFD, in trace and span fields alike', () => {
+    const t: Trace = { traceId: 't\ud800', traceName: 'x', spans: [{ spanId: 's', spanType: 'llm', name: '\udc00', startTime: 0, endTime: 1 }] };
+    const line = encodeSpanLine(encodeTraceHead(t, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 }), t.spans[0] as Span, UNPRICED);
+    const row = JSON.parse(line) as { trace_id: string; name: string };
+    expect(row.trace_id).toBe('t\ufffd');
+    expect(row.name).toBe('\ufffd');
+  });
+});
+
+describe('utcDay', () => {
+  it('is the UTC calendar day, also when consecutive calls change day', () => {
+    const d = Date.UTC(2026, 0, 1);
+    expect([utcDay(d - 1), utcDay(d), utcDay(d + 86_399_999), utcDay(d + 86_400_000), utcDay(d - 1)]).toEqual(['2025-12-31', '2026-01-01', '2026-01-01', '2026-01-02', '2025-12-31']);
+    expect(utcDay(Date.UTC(9999, 11, 31, 23, 59, 59, 999))).toBe('9999-12-31');
+    expect(utcDay(0)).toBe('1970-01-01');
+  });
+});
