@@ -1,6 +1,8 @@
 // The load generator, in its own process so it never shares the server's thread.
-// argv[2] is a JSON config file: { urls, key, workload, connections, duration, startId }.
-// Prints one JSON object: autocannon's figures plus the spans the server acknowledged.
+// argv[2] is a JSON config file: { urls, key, workload, connections, duration, startId, rate }.
+// `rate` (optional): requests per second over all connections (autocannon's overallRate) instead of
+// keeping every connection busy. Prints one JSON object: autocannon's figures plus the spans the
+// server acknowledged.
 import fs from 'node:fs';
 import autocannon from 'autocannon';
 import { stamp, workload } from './workloads.js';
@@ -37,6 +39,11 @@ const result = await autocannon({
   duration: cfg.duration,
   requests: [request],
   timeout: cfg.timeout ?? 60,
+  // autocannon splits overallRate over the connections (integers; fewer connections when the rate is
+  // below their number). Its coordinated-omission correction is off: it assumes a 1 ms interval
+  // between requests (Math.ceil(1 / per-connection rate)) and adds made-up samples below each
+  // latency, which pulls p50 down. The latencies are each request's own send-to-answer times.
+  ...(cfg.rate ? { overallRate: Math.max(1, Math.round(cfg.rate)), ignoreCoordinatedOmission: true } : {}),
 });
 
 process.stdout.write(
@@ -48,6 +55,8 @@ process.stdout.write(
     timeouts: result.timeouts,
     status: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([k, v]) => [k, v.count])),
     duration: result.duration,
+    connections: result.connections,
+    rate: cfg.rate ? Math.max(1, Math.round(cfg.rate)) : undefined,
     latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
     bytesSent: result.requests.total * body.length,
     bodyBytes: body.length,

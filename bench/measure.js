@@ -22,12 +22,13 @@ function loadFigures(load, countAcked = true) {
  * span is in the store. DuckDB (one process per file): SIGTERM at once, the drain flushes
  * the write log, lag = time until the process exits, then the file is opened and counted.
  * ClickHouse: poll `count() FINAL` until it reaches the acknowledged spans, then SIGTERM.
+ * `rate` (req/s over all connections): a fixed request rate instead of a closed loop.
  */
-export async function measureService(name, mode, o, replicas = 1) {
+export async function measureService(name, mode, o, { replicas = 1, rate } = {}) {
   const svc = await startService({ mode, replicas });
   try {
     const samplers = svc.servers.map((s) => rssSampler(s.proc.pid));
-    const load = await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: o.duration });
+    const load = await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: o.duration, rate });
     const t0 = performance.now();
     const walAtEnd = svc.servers.reduce((n, s) => n + walBytes(s.dir), 0);
     let lagMs;
@@ -51,6 +52,8 @@ export async function measureService(name, mode, o, replicas = 1) {
     const crashed = exits.filter((e) => e.code !== 0);
     return {
       ...loadFigures(load),
+      // Only for a fixed rate: the rate asked of autocannon and the connections it used for it.
+      ...(load.rate ? { targetReqPerSec: load.rate, connections: load.connections } : {}),
       peakRssMb: peakRss / 2 ** 20,
       lagMs,
       drainMs,

@@ -62,6 +62,19 @@ export function printReport(o, results, abuse) {
   }
   out.push(table(['workload', 'server', 'spans ÷ discard', 'spans ÷ JSON.parse', 'MB/s ÷ JSON.parse', 'spans ÷ store insert', 'fsync ÷ memory', 'fsync p50 +ms'], ratios));
 
+  const fixed = results.flatMap((w) => (w.latency ?? []).map((s) => ({ workload: w.workload, ...s })));
+  if (fixed.length > 0) {
+    const target = o.latencyRate === undefined ? 'target = half of the median req/s of the closed-loop runs above' : 'target forced with --latency-rate';
+    const title = o.latencyRate === undefined ? 'Latency at half of the maximum rate' : 'Latency at a fixed rate';
+    out.push(`\n${title} (autocannon overallRate over ${o.connections} connections, fresh server per run; ${target})`);
+    out.push(
+      table(
+        ['workload', 'server', 'target req/s', 'achieved req/s', 'spans/s', 'p50 ms', 'p90 ms', 'p99 ms', 'non-2xx', 'lost'],
+        fixed.map((s) => [s.workload, s.mode, fmt(s.targetReqPerSec), fmt(s.reqPerSec, 1), fmt(s.spansPerSec), fmt(s.p50, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.non2xx + s.errors), fmt(s.lostSpans)]),
+      ),
+    );
+  }
+
   if (abuse) {
     out.push(`\nMemory and abuse (fresh server per case, INGEST_DURABILITY=fsync, REQUEST_TIMEOUT_MS=${abuse.requestTimeoutMs})`);
     out.push(

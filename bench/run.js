@@ -1,5 +1,6 @@
 // npm run bench [-- --quick] [--workloads small,large] [--connections 16] [--duration 10] [--runs 3]
 //                  [--modes fsync,memory] [--replicas 1] [--no-abuse | --abuse-only]
+//                  [--latency | --no-latency] [--latency-rate 100]
 // Starts the real server (built dist/) as a child process, drives it from another process with
 // autocannon, and measures the floors side by side on the same payloads. See bench/README.md.
 import { execFileSync } from 'node:child_process';
@@ -8,12 +9,12 @@ import path from 'node:path';
 import { measureAbuse } from './abuse.js';
 import { measureFloor, measureService, measureStoreFloor } from './measure.js';
 import { root } from './procs.js';
-import { medians, printReport, writeJson, fmt } from './report.js';
+import { median, medians, printReport, writeJson, fmt } from './report.js';
 import { WORKLOAD_NAMES } from './workloads.js';
 
 function options(argv) {
-  const known = new Set(['quick', 'workloads', 'connections', 'duration', 'runs', 'modes', 'replicas', 'no-abuse', 'abuse-only']);
-  const flags = new Set(['quick', 'no-abuse', 'abuse-only']);
+  const known = new Set(['quick', 'workloads', 'connections', 'duration', 'runs', 'modes', 'replicas', 'no-abuse', 'abuse-only', 'latency', 'no-latency', 'latency-rate']);
+  const flags = new Set(['quick', 'no-abuse', 'abuse-only', 'latency', 'no-latency']);
   const v = {};
   for (let i = 0; i < argv.length; i++) {
     const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
@@ -32,10 +33,18 @@ function options(argv) {
     replicas: (v.replicas ?? '1').split(',').map(Number),
     abuse: v['no-abuse'] !== true,
     abuseOnly: v['abuse-only'] === true,
+    // Fixed-rate runs after the closed-loop ones, at half of the median req/s just measured (or at
+    // --latency-rate): every workload with --latency (or --latency-rate), none with --no-latency,
+    // otherwise `small` in full runs and none with --quick.
+    latencyRate: v['latency-rate'] === undefined ? undefined : Number(v['latency-rate']),
   };
+  const latencyAll = v.latency === true || v['latency-rate'] !== undefined;
+  o.latency = v['no-latency'] === true ? [] : latencyAll ? [...o.workloads] : quick ? [] : o.workloads.filter((w) => w === 'small');
   for (const w of o.workloads) if (!WORKLOAD_NAMES.includes(w)) throw new Error(`unknown workload "${w}" (known: ${WORKLOAD_NAMES.join(', ')})`);
   for (const m of o.modes) if (m !== 'fsync' && m !== 'memory') throw new Error(`unknown mode "${m}" (fsync, memory)`);
   for (const k of ['connections', 'duration', 'runs']) if (!(o[k] > 0)) throw new Error(`--${k} must be a positive number`);
+  if (o.latencyRate !== undefined && !(o.latencyRate >= 1)) throw new Error('--latency-rate must be a number of requests per second, at least 1');
+  if (v.latency === true && v['no-latency'] === true) throw new Error('--latency and --no-latency exclude each other');
   return o;
 }
 
@@ -63,14 +72,35 @@ async function main() {
         );
       }
     }
+    const modeName = (m, n) => (n > 1 ? `${m}×${n}` : m);
+    const summary = (xs) => ({ ...medians(xs), lostSpans: Math.max(...xs.map((x) => x.lostSpans)), crashed: xs.some((x) => x.crashed), runs: xs });
+    // Latency at a fixed rate: half of the median req/s just measured for this workload and mode
+    // (or --latency-rate), same connections, a fresh server per run, interleaved over the modes.
+    const latency = [];
+    if (o.latency.includes(w)) {
+      const targets = keys.map(([m, n]) => {
+        const maxReqPerSec = median(service[`${m}|${n}`].map((x) => x.reqPerSec));
+        return { m, n, maxReqPerSec, rate: o.latencyRate ?? (maxReqPerSec > 0 ? Math.max(1, Math.round(maxReqPerSec / 2)) : undefined), xs: [] };
+      });
+      for (const t of targets) if (t.rate === undefined) console.log(`  ${w} ${modeName(t.m, t.n)}: no 2xx answers in the closed-loop runs, no fixed-rate run`);
+      for (let r = 0; r < o.runs; r++) {
+        for (const t of targets.filter((x) => x.rate !== undefined)) {
+          const x = await measureService(w, t.m, o, { replicas: t.n, rate: t.rate });
+          t.xs.push(x);
+          console.log(
+            `  ${w} ${modeName(t.m, t.n)} at ${fmt(t.rate)} req/s run ${r + 1}: ${fmt(x.reqPerSec, 1)} req/s (${x.connections} connections), ${fmt(x.spansPerSec)} spans/s, ` +
+              `p50 ${fmt(x.p50, 1)} p90 ${fmt(x.p90, 1)} p99 ${fmt(x.p99, 1)} ms, non-2xx ${x.non2xx}, errors ${x.errors}, stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}`,
+          );
+        }
+      }
+      for (const t of targets.filter((x) => x.xs.length > 0)) latency.push({ mode: modeName(t.m, t.n), replicas: t.n, maxReqPerSec: t.maxReqPerSec, forced: o.latencyRate !== undefined, ...summary(t.xs) });
+    }
     results.push({
       workload: w,
       connections: o.connections,
       floors: { discard: medians(runs.discard), parse: medians(runs.parse), store: medians(runs.store) },
-      service: keys.map(([m, n]) => {
-        const xs = service[`${m}|${n}`];
-        return { mode: n > 1 ? `${m}×${n}` : m, replicas: n, ...medians(xs), lostSpans: Math.max(...xs.map((x) => x.lostSpans)), crashed: xs.some((x) => x.crashed), runs: xs };
-      }),
+      service: keys.map(([m, n]) => ({ mode: modeName(m, n), replicas: n, ...summary(service[`${m}|${n}`]) })),
+      latency,
       rawFloors: runs,
     });
   }
@@ -78,7 +108,10 @@ async function main() {
   printReport(o, results, abuse);
   console.log(`\nresults: ${writeJson(root, o, results, abuse)}`);
   // Correctness, not speed: an acknowledged span missing from the store, or a server that did not exit cleanly.
-  const bad = results.flatMap((w) => w.service.filter((s) => s.lostSpans > 0 || s.crashed).map((s) => `${w.workload} ${s.mode}`));
+  const bad = results.flatMap((w) => [
+    ...w.service.filter((s) => s.lostSpans > 0 || s.crashed).map((s) => `${w.workload} ${s.mode}`),
+    ...w.latency.filter((s) => s.lostSpans > 0 || s.crashed).map((s) => `${w.workload} ${s.mode} at ${fmt(s.targetReqPerSec)} req/s`),
+  ]);
   if (bad.length > 0) {
     console.error(`acknowledged spans missing from the store, or an unclean exit: ${bad.join(', ')}`);
     process.exitCode = 1;
