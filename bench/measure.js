@@ -52,7 +52,7 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
     const crashed = exits.filter((e) => e.code !== 0);
     return {
       ...loadFigures(load),
-      // Only for a fixed rate: the rate asked of autocannon and the connections it used for it.
+      // Only for a fixed rate: the rate asked of the paced generator and the connections it used for it.
       ...(load.rate ? { targetReqPerSec: load.rate, connections: load.connections } : {}),
       peakRssMb: peakRss / 2 ** 20,
       lagMs,

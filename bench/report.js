@@ -66,7 +66,7 @@ export function printReport(o, results, abuse) {
   if (fixed.length > 0) {
     const target = o.latencyRate === undefined ? 'target = half of the median req/s of the closed-loop runs above' : 'target forced with --latency-rate';
     const title = o.latencyRate === undefined ? 'Latency at half of the maximum rate' : 'Latency at a fixed rate';
-    out.push(`\n${title} (autocannon overallRate over ${o.connections} connections, fresh server per run; ${target})`);
+    out.push(`\n${title} (open loop, evenly spaced sends over at most ${o.connections} connections, latency from each request's scheduled send time; fresh server per run; ${target})`);
     out.push(
       table(
         ['workload', 'server', 'target req/s', 'achieved req/s', 'spans/s', 'p50 ms', 'p90 ms', 'p99 ms', 'non-2xx', 'lost'],
