@@ -170,6 +170,22 @@ describe('POST /ingest pipeline', () => {
       expect(await na.json()).toHaveProperty('error');
     });
 
+    it('refuses nesting no v1 payload has before parsing it, and still takes ordinary batches', async () => {
+      const { key } = await t.newKey();
+      const deep = `{"version":"v1","traces":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+      const unclosed = '['.repeat(60_000);
+      for (const raw of [deep, unclosed]) {
+        const res = await t.post(undefined, { key, raw });
+        expect(res.status).toBe(400);
+        const body = (await res.json()) as { error: string; code: string; issues: { path: string; message: string }[] };
+        expect(body.code).toBe('TI_ERR_VALIDATION');
+        expect(body.issues[0]?.message).toMatch(/deeper than \d+ levels/);
+      }
+      // Brackets inside strings are text, not nesting.
+      const bracketed = makePayload({ traces: [makeTrace({ spans: [makeSpan({ input: '['.repeat(1000), output: '{'.repeat(1000) })] })] });
+      expect((await t.post(bracketed, { key })).status).toBe(202);
+    });
+
     it('reports health and readiness', async () => {
       expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
       expect((await fetch(`${t.url}/readyz`)).status).toBe(200);

@@ -7,6 +7,7 @@ import { validateIngest } from '@trace-ingest/shared/validate';
 import type { ResolvedKey } from '@trace-ingest/store/key-store';
 import type { Authenticator } from './auth.js';
 import { checkContentType, checkDeclaredLength, readBody, type BodySlots } from './body.js';
+import { exceedsDepth, MAX_JSON_DEPTH } from './json-depth.js';
 import type { Flusher } from './flusher.js';
 import type { Metrics } from './metrics.js';
 import type { QuotaCounter } from './quota.js';
@@ -57,21 +58,21 @@ export function ingestHandler(deps: IngestDeps) {
     await deps.limiter.consume(key.keyId, key.rateLimitRps);
     await deps.quota.check(key.orgId, key.monthlySpans, now);
 
-    // 4. Read, parse and validate; 5. price. A slot covers a large body's life
-    // in memory (bytes, parsed objects, rows), so memory stays flat under bursts
-    // of large bodies; it is released before the wait for the disk. Small plain
-    // bodies need none, so clients trickling large bodies cannot stall them.
+    // 4. Read, parse and validate; 5. price; 6. buffer. A slot covers a large
+    // body's whole life in memory (bytes, parsed objects, encoded rows until the
+    // write log holds them), so memory stays bounded under bursts of large
+    // bodies. Small plain bodies need none, so clients trickling large bodies
+    // cannot stall them.
     checkContentType(req);
     const release = needsSlot(req) ? await deps.slots.acquire() : noop;
     let batch: EncodedBatch;
     try {
       batch = await encodeBody(req, deps, key, now);
+      // Append to the write log (fsync'd, group commit).
+      await deps.log.append(batch.lines, batch.rows);
     } finally {
       release();
     }
-
-    // 6. Buffer: append to the write log (fsync'd, group commit), count usage, answer 202.
-    await deps.log.append(batch.lines, batch.rows);
     deps.flusher.notify();
     await deps.quota.add(key.orgId, batch.rows, now);
 
@@ -106,14 +107,7 @@ interface EncodedBatch {
 }
 
 async function encodeBody(req: Request, deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
-  const body = await readBody(req, deps.maxBodyBytes);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch (e) {
-    throw new InvalidJsonError(e instanceof Error ? e.message : 'parse error');
-  }
-  const result = validateIngest(parsed);
+  const result = validateIngest(parseJson(await readBody(req, deps.maxBodyBytes)));
   if (!result.ok) throw new ValidationError(result.issues);
   const payload = result.value;
 
@@ -131,4 +125,21 @@ async function encodeBody(req: Request, deps: IngestDeps, key: ResolvedKey, now:
   }
   lines.push('');
   return { lines: Buffer.from(lines.join('\n'), 'utf8'), rows: lines.length - 1, unpriced };
+}
+
+/**
+ * Bytes to a value. Nesting no v1 payload can have is refused before
+ * JSON.parse, which would build millions of nested arrays out of a few MB of
+ * `[`. The bytes and their text are garbage once this returns, before the
+ * rows are built.
+ */
+function parseJson(body: Buffer): unknown {
+  if (exceedsDepth(body, MAX_JSON_DEPTH)) {
+    throw new ValidationError([{ path: '(root)', message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels; a v1 payload is far shallower`, code: 'depth' }]);
+  }
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (e) {
+    throw new InvalidJsonError(e instanceof Error ? e.message : 'parse error');
+  }
 }

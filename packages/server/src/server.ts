@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '@trace-ingest/shared/config';
 import { hashApiKey } from '@trace-ingest/shared/ids';
+import { fastValidator } from '@trace-ingest/shared/validate';
 import type { KeyStore } from '@trace-ingest/store/key-store';
 import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import type { SpanStore } from '@trace-ingest/store/span-store';
@@ -134,6 +135,7 @@ export class IngestServer {
       this.quota = this.parts.quota ?? new StoreQuotaCounter(keyStore);
     }
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
+    fastValidator();
 
     const app = createApp({
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
