@@ -40,7 +40,9 @@ export interface DuckDbSpanStoreOptions {
   /** Where bulk-load files are written; defaults to a folder beside the database. */
   tmpDir?: string;
   /** DuckDB's memory_limit (default: DuckDB's own, 80% of RAM). Too low a limit fails large inserts. */
-  memoryLimit?: string;
+  memoryLimit?: string | undefined;
+  /** DuckDB's worker threads (default: DuckDB's own, one per core). */
+  threads?: number | undefined;
 }
 
 /**
@@ -67,7 +69,10 @@ export class DuckDbSpanStore implements SpanStore {
     await fs.mkdir(this.tmpDir, { recursive: true });
     // The largest row the v1 contract allows is under 32 MiB as JSON (four 1M-character texts),
     // which bounds read_json's buffers (maximum_object_size below).
-    const instance = await DuckDBInstance.create(this.opts.file, this.opts.memoryLimit === undefined ? {} : { memory_limit: this.opts.memoryLimit });
+    const settings: Record<string, string> = {};
+    if (this.opts.memoryLimit !== undefined) settings.memory_limit = this.opts.memoryLimit;
+    if (this.opts.threads !== undefined) settings.threads = String(this.opts.threads);
+    const instance = await DuckDBInstance.create(this.opts.file, settings);
     try {
       this.writer = await instance.connect();
       this.reader = await instance.connect();

@@ -11,6 +11,8 @@ export interface StoreOptions {
   clickhouseUrl?: string | undefined;
   /** Bounds one request to a remote span store. */
   requestTimeoutMs?: number;
+  duckdbThreads?: number | undefined;
+  duckdbMemoryLimit?: string | undefined;
 }
 
 export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
@@ -26,5 +28,5 @@ export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
     const { ClickHouseSpanStore } = await import('./clickhouse.js');
     return new ClickHouseSpanStore({ url: opts.clickhouseUrl, ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }) });
   }
-  return new DuckDbSpanStore({ file: opts.duckdbFile });
+  return new DuckDbSpanStore({ file: opts.duckdbFile, threads: opts.duckdbThreads, memoryLimit: opts.duckdbMemoryLimit });
 }
