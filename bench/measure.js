@@ -1,6 +1,10 @@
 // One measurement each of the service and of the floors, on the same workload and connections.
 import { clickhouseQuery, countStored, rssSampler, runChild, runLoad, sleep, startFloor, startService, walBytes } from './procs.js';
 
+const WARMUP_SECONDS = 3;
+// Ids of the warm-up requests, far above any measured run's (each request takes one id).
+const WARMUP_FIRST_ID = 36 ** 10;
+
 function loadFigures(load, countAcked = true) {
   const secs = load.duration;
   return {
@@ -28,7 +32,12 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
   const svc = await startService({ mode, replicas });
   try {
     const samplers = svc.servers.map((s) => rssSampler(s.proc.pid));
+    // A fixed-rate run measures a warm server: the JIT's first seconds are a start-up cost,
+    // not latency under load. The warm-up's spans are counted in the store check below.
+    const warm = rate ? await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: WARMUP_SECONDS, rate, startId: WARMUP_FIRST_ID }) : undefined;
     const load = await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: o.duration, rate });
+    const acked = load.ackedSpans + (warm?.ackedSpans ?? 0);
+    const unacked = (load.idsIssued - load.ackedRequests + (warm ? warm.idsIssued - warm.ackedRequests : 0)) * load.spansPerRequest;
     const t0 = performance.now();
     const walAtEnd = svc.servers.reduce((n, s) => n + walBytes(s.dir), 0);
     let lagMs;
@@ -38,7 +47,7 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
       const deadline = Date.now() + 600_000;
       for (;;) {
         stored = Number(await clickhouseQuery(svc.env.CLICKHOUSE_URL, `SELECT count() FROM ${db}.spans FINAL`));
-        if (stored >= load.ackedSpans || Date.now() > deadline) break;
+        if (stored >= acked || Date.now() > deadline) break;
         await sleep(20);
       }
       lagMs = performance.now() - t0;
@@ -58,12 +67,13 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
       lagMs,
       drainMs,
       walMbAtEnd: walAtEnd / 1e6,
-      ackedSpans: load.ackedSpans,
+      ackedSpans: acked,
       stored,
       // Requests cut off when the load stopped may still have been accepted: stored may exceed acked by that much.
-      lostSpans: Math.max(0, load.ackedSpans - stored),
-      unackedStored: stored - load.ackedSpans,
-      maxUnacked: (load.idsIssued - load.ackedRequests) * load.spansPerRequest,
+      lostSpans: Math.max(0, acked - stored),
+      unackedStored: stored - acked,
+      maxUnacked: unacked,
+      ...(warm ? { warmupSeconds: WARMUP_SECONDS } : {}),
       exitCodes: exits.map((e) => e.code ?? e.signal),
       crashed: crashed.length > 0,
     };
