@@ -1,9 +1,9 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { SpanStoreRejectedError, type SpanStore } from '@trace-ingest/store/span-store';
+import { SpanStoreRejectedError, type Lines, type SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
-import type { SegmentInfo, WalRecord, WriteLog } from './write-log.js';
+import type { SegmentInfo, WriteLog } from './write-log.js';
 
 export interface FlusherOptions {
   intervalMs: number;
@@ -133,31 +133,32 @@ export class Flusher {
 
   /** True when every row of the segment is in the store or dead-lettered. */
   private async flushSegment(seg: SegmentInfo): Promise<boolean> {
-    const { records, tornBytes } = await this.log.read(seg);
-    if (tornBytes > 0) {
-      this.logger.warn({ segment: path.basename(seg.file), tornBytes }, 'write log segment ends in a torn record (a write interrupted by a crash, never acknowledged); ignoring it');
-    }
-    let batch: WalRecord[] = [];
+    // Records are read one at a time and handed to the store as they are,
+    // up to maxRows a batch, never copied into one buffer.
+    const tail = { tornBytes: 0 };
+    let batch: Buffer[] = [];
     let rows = 0;
-    for (const r of records) {
+    for await (const r of this.log.records(seg, tail)) {
       if (rows > 0 && rows + r.rows > this.opts.maxRows) {
         if (!(await this.insertWithRetry(batch, rows))) return false;
         batch = [];
         rows = 0;
       }
-      batch.push(r);
+      batch.push(r.payload);
       rows += r.rows;
     }
     if (rows > 0 && !(await this.insertWithRetry(batch, rows))) return false;
+    if (tail.tornBytes > 0) {
+      this.logger.warn({ segment: path.basename(seg.file), tornBytes: tail.tornBytes }, 'write log segment ends in a torn record (a write interrupted by a crash, never acknowledged); ignoring it');
+    }
     return true;
   }
 
   /** False only when stopping interrupted the retries. */
-  private async insertWithRetry(records: WalRecord[], rows: number): Promise<boolean> {
-    const lines = records.length === 1 ? (records[0] as WalRecord).payload : Buffer.concat(records.map((r) => r.payload));
+  private async insertWithRetry(chunks: readonly Buffer[], rows: number): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.insertRows(lines, rows);
+        await this.insertRows(chunks, rows);
         this.setHealthy(true);
         return true;
       } catch (e) {
@@ -171,14 +172,15 @@ export class Flusher {
   }
 
   /** Inserts, isolating rows the store refuses permanently. Transient errors propagate. */
-  private async insertRows(lines: Buffer, rows: number): Promise<void> {
+  private async insertRows(lines: Lines, rows: number): Promise<void> {
     try {
       await this.timedInsert(lines, rows);
     } catch (e) {
       if (!(e instanceof SpanStoreRejectedError)) throw e;
-      const all = splitLines(lines);
+      const whole = Buffer.isBuffer(lines) ? lines : Buffer.concat(lines);
+      const all = splitLines(whole);
       if (all.length <= 1) {
-        await this.deadLetter(lines, e.message);
+        await this.deadLetter(whole, e.message);
         return;
       }
       const mid = all.length >> 1;
@@ -189,7 +191,7 @@ export class Flusher {
     }
   }
 
-  private async timedInsert(lines: Buffer, rows: number): Promise<void> {
+  private async timedInsert(lines: Lines, rows: number): Promise<void> {
     const started = performance.now();
     const insert = this.store.insertLines(lines, rows);
     let t: NodeJS.Timeout | undefined;

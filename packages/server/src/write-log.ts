@@ -199,23 +199,44 @@ export class WriteLog {
     return [...this.sealed];
   }
 
-  /** Reads a sealed segment's whole records; a torn tail is reported, not thrown. */
+  /** Reads a sealed segment's whole records at once; a torn tail is reported, not thrown. */
   async read(seg: SegmentInfo): Promise<{ records: WalRecord[]; tornBytes: number }> {
-    const buf = await fs.readFile(seg.file);
+    const tail = { tornBytes: 0 };
     const records: WalRecord[] = [];
-    let off = 0;
-    while (off + HEADER_BYTES <= buf.length) {
-      const len = buf.readUInt32LE(off);
-      const rows = buf.readUInt32LE(off + 4);
-      const crc = buf.readUInt32LE(off + 8);
-      const end = off + HEADER_BYTES + len;
-      if (end > buf.length) break;
-      const payload = buf.subarray(off + HEADER_BYTES, end);
-      if (crc32(payload) !== crc) break;
-      records.push({ payload, rows });
-      off = end;
+    for await (const r of this.records(seg, tail)) records.push(r);
+    return { records, tornBytes: tail.tornBytes };
+  }
+
+  /**
+   * A sealed segment's whole records, read and checked one at a time: a
+   * segment can hold 64 MiB, and reading and checking it in one piece held
+   * the memory for all of it and the event loop for the checksum. Once the
+   * records are exhausted, `tail.tornBytes` says how many bytes follow the
+   * last whole record (a write interrupted by a crash, never acknowledged).
+   */
+  async *records(seg: SegmentInfo, tail: { tornBytes: number }): AsyncGenerator<WalRecord> {
+    const fh = await fs.open(seg.file, 'r');
+    try {
+      const { size } = await fh.stat();
+      const header = Buffer.allocUnsafe(HEADER_BYTES);
+      let off = 0;
+      while (off + HEADER_BYTES <= size) {
+        await readExactly(fh, header, off);
+        const len = header.readUInt32LE(0);
+        const rows = header.readUInt32LE(4);
+        const crc = header.readUInt32LE(8);
+        const end = off + HEADER_BYTES + len;
+        if (end > size) break;
+        const payload = Buffer.allocUnsafe(len);
+        await readExactly(fh, payload, off + HEADER_BYTES);
+        if (crc32(payload) !== crc) break;
+        yield { payload, rows };
+        off = end;
+      }
+      tail.tornBytes = size - off;
+    } finally {
+      await fh.close();
     }
-    return { records, tornBytes: buf.length - off };
   }
 
   /** Deletes a segment the store has confirmed. */
@@ -253,6 +274,15 @@ async function writeAll(fh: fs.FileHandle, buffers: Buffer[], total: number): Pr
   while (off < rest.length) {
     ({ bytesWritten } = await fh.write(rest, off, rest.length - off));
     off += bytesWritten;
+  }
+}
+
+async function readExactly(fh: fs.FileHandle, buf: Buffer, position: number): Promise<void> {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesRead } = await fh.read(buf, done, buf.length - done, position + done);
+    if (bytesRead === 0) throw new Error(`write log segment ended early at byte ${position + done}`);
+    done += bytesRead;
   }
 }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { ReadOnlyQueryError, SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-store.js';
+import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
 
 // The same relative path from src/ and from dist/.
 const MIGRATIONS_DIR = new URL('../../../migrations/clickhouse/', import.meta.url);
@@ -429,11 +429,17 @@ export class ClickHouseSpanStore implements SpanStore {
     if (!r.success) throw r.error;
   }
 
-  async insertLines(lines: Buffer, rowCount: number): Promise<void> {
-    if (rowCount === 0 || lines.length === 0) return;
-    const body = this.unquote ? unquoteCosts(lines) : lines;
+  async insertLines(lines: Lines, rowCount: number): Promise<void> {
+    const chunks = chunksOf(lines);
+    if (rowCount === 0 || chunks.every((c) => c.length === 0)) return;
+    // Chunks are unquoted one at a time as the request body is sent, so a large
+    // insert never holds the event loop for the whole of it.
+    const unquote = this.unquote;
+    const body = (function* () {
+      for (const c of chunks) yield unquote ? unquoteCosts(c) : c;
+    })();
     try {
-      const res = await this.c().exec({ query: 'INSERT INTO spans FORMAT JSONEachRow', values: Readable.from([body], { objectMode: false }) });
+      const res = await this.c().exec({ query: 'INSERT INTO spans FORMAT JSONEachRow', values: Readable.from(body, { objectMode: false }) });
       // The server confirms the insert by ending the (empty) response.
       await new Promise<void>((resolve, reject) => res.stream.once('end', resolve).once('error', reject).resume());
     } catch (e) {
@@ -443,7 +449,7 @@ export class ClickHouseSpanStore implements SpanStore {
     }
   }
 
-  async replaceLines(lines: Buffer, rowCount: number): Promise<void> {
+  async replaceLines(lines: Lines, rowCount: number): Promise<void> {
     // The replacement rows carry a newer received_at, ReplacingMergeTree's version column.
     return this.insertLines(lines, rowCount);
   }

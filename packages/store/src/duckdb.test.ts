@@ -102,6 +102,15 @@ describe('DuckDbSpanStore', () => {
     expect(r?.n).toBe(2);
   });
 
+  it('takes rows in chunks of whole lines, as the write log hands them over', async () => {
+    const rows = payloadToRows(makePayload({ traces: [makeTrace({ spans: [makeSpan(), makeSpan(), makeSpan()] }), makeTrace()] }), ctx, () => UNPRICED);
+    // More chunks than one vectored write takes (1024), one row each, and empty ones between.
+    const chunks = Array.from({ length: 1500 }, (_, i) => (i % 375 === 0 ? lines([rows[i / 375] as (typeof rows)[number]]) : Buffer.alloc(0)));
+    await store.insertLines(chunks, rows.length);
+    const [r] = await store.query('SELECT count(*)::INTEGER AS n FROM spans');
+    expect(r?.n).toBe(4);
+  });
+
   it('rejects rows the table cannot hold with SpanStoreRejectedError', async () => {
     const bad = Buffer.from(JSON.stringify({ org_id: 'o', start_time: 'not a number' }) + '\n');
     await expect(store.insertLines(bad, 1)).rejects.toBeInstanceOf(SpanStoreRejectedError);

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import { SPAN_COLUMNS, type ColumnKind } from '@trace-ingest/shared/rows';
-import { ReadOnlyQueryError, SpanStoreRejectedError, type QueryRow, type SpanStore } from './span-store.js';
+import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
 
 const TYPES: Record<ColumnKind, string> = {
   string: 'VARCHAR',
@@ -108,19 +108,19 @@ export class DuckDbSpanStore implements SpanStore {
     return c;
   }
 
-  async insertLines(lines: Buffer, rowCount: number): Promise<void> {
+  async insertLines(lines: Lines, rowCount: number): Promise<void> {
     return this.load(lines, rowCount, 'INSERT OR IGNORE');
   }
 
-  async replaceLines(lines: Buffer, rowCount: number): Promise<void> {
+  async replaceLines(lines: Lines, rowCount: number): Promise<void> {
     return this.load(lines, rowCount, 'INSERT OR REPLACE');
   }
 
-  private async load(lines: Buffer, rowCount: number, verb: 'INSERT OR IGNORE' | 'INSERT OR REPLACE'): Promise<void> {
+  private async load(lines: Lines, rowCount: number, verb: 'INSERT OR IGNORE' | 'INSERT OR REPLACE'): Promise<void> {
     if (rowCount === 0) return;
     const conn = this.conn('writer');
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
-    await fs.writeFile(file, lines);
+    await writeChunks(file, chunksOf(lines));
     try {
       await conn.run(
         `${verb} INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
@@ -150,6 +150,23 @@ export class DuckDbSpanStore implements SpanStore {
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
     const reader = await this.conn('reader').runAndReadAll(sql, params as DuckDBValue[]);
     return reader.getRowObjectsJson() as QueryRow[];
+  }
+}
+
+/** Writes the chunks with vectored writes (off the event loop), never joining them in memory. */
+async function writeChunks(file: string, chunks: readonly Buffer[]): Promise<void> {
+  const fh = await fs.open(file, 'w');
+  try {
+    // writev takes at most IOV_MAX (1024) buffers per call.
+    for (let i = 0; i < chunks.length; i += 1024) {
+      const part = chunks.slice(i, i + 1024);
+      let total = 0;
+      for (const c of part) total += c.length;
+      const { bytesWritten } = await fh.writev(part);
+      if (bytesWritten !== total) await fh.write(Buffer.concat(part).subarray(bytesWritten));
+    }
+  } finally {
+    await fh.close();
   }
 }
 

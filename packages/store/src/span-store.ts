@@ -5,6 +5,14 @@
 
 export type QueryRow = Record<string, unknown>;
 
+/** Canonical lines: one buffer, or chunks that each hold whole lines. */
+export type Lines = Buffer | readonly Buffer[];
+
+/** The chunks of `lines`, without copying. */
+export function chunksOf(lines: Lines): readonly Buffer[] {
+  return Buffer.isBuffer(lines) ? [lines] : (lines as readonly Buffer[]);
+}
+
 export interface SpanStore {
   readonly kind: 'duckdb' | 'clickhouse';
   /** Connects and applies pending migrations. */
@@ -15,12 +23,13 @@ export interface SpanStore {
 
   /**
    * Inserts rows given in the canonical line form (`encodeRow`, one per
-   * line). Idempotent on (org_id, trace_id, span_id) as seen by the
+   * line), as one buffer or as chunks of whole lines (the write log's
+   * records, passed on without copying them into one buffer). Idempotent on (org_id, trace_id, span_id) as seen by the
    * one-row-per-span query form: a replayed or retried insert never shows a
    * span twice. Throws SpanStoreRejectedError when the store refuses the data
    * itself (retrying cannot help), any other error when it may be transient.
    */
-  insertLines(lines: Buffer, rowCount: number): Promise<void>;
+  insertLines(lines: Lines, rowCount: number): Promise<void>;
 
   /** Query for the service's own reports; values bound, never concatenated. */
   query(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
@@ -33,7 +42,7 @@ export interface SpanStore {
    * (org_id, trace_id, span_id): used to reprice. The replacement rows carry a
    * newer received_at.
    */
-  replaceLines(lines: Buffer, rowCount: number): Promise<void>;
+  replaceLines(lines: Lines, rowCount: number): Promise<void>;
 }
 
 /** A query that would write, or more than one statement, given to readOnlyQuery. */
