@@ -45,6 +45,32 @@ describe('WriteLog', () => {
     await again.close();
   });
 
+  it('reads back records of every size across read-ahead chunks, then stops at a corrupt record', async () => {
+    const log = new WriteLog({ dir, durability: 'memory', maxBytes: 64 << 20 });
+    await log.start();
+    // Sizes around the 1 MiB read-ahead: many small ones, then records that straddle and exceed a chunk.
+    const sizes = [...Array.from({ length: 300 }, (_, i) => 100 + i * 37), 1 << 20, 5, (1 << 20) - 12, 3 << 20, 7, 700_000, 700_000, 1];
+    const payloads = sizes.map((n, i) => Buffer.alloc(n, 0x61 + (i % 26)));
+    for (const [i, p] of payloads.entries()) await log.append(p, i + 1);
+    await log.append(Buffer.from('corrupted later\n'), 1);
+    await log.append(Buffer.from('never read\n'), 1);
+    await log.close();
+    const [file] = fs.readdirSync(dir).filter((f) => f.endsWith('.wal'));
+    const full = path.join(dir, file!);
+    // Flip one payload byte of the second-to-last record: its checksum no longer matches.
+    const size = fs.statSync(full).size;
+    const fd = fs.openSync(full, 'r+');
+    fs.writeSync(fd, Buffer.from('X'), 0, 1, size - 12 - 'never read\n'.length - 2);
+    fs.closeSync(fd);
+    const again = new WriteLog({ dir, durability: 'memory', maxBytes: 64 << 20 });
+    await again.start();
+    const { records, tornBytes } = await again.read(again.pendingSegments()[0]!);
+    expect(records.map((r) => r.rows)).toEqual(sizes.map((_, i) => i + 1));
+    for (const [i, r] of records.entries()) expect(r.payload.equals(payloads[i]!)).toBe(true);
+    expect(tornBytes).toBe(2 * 12 + 'corrupted later\n'.length + 'never read\n'.length);
+    await again.close();
+  });
+
   it('refuses appends over maxBytes until segments are retired', async () => {
     const log = new WriteLog({ dir, durability: 'memory', maxBytes: 100 });
     await log.start();

@@ -19,6 +19,7 @@ import { BufferFullError, ServiceUnavailableError } from '@trace-ingest/shared/e
  */
 
 const HEADER_BYTES = 12;
+const READ_AHEAD_BYTES = 1024 * 1024;
 const SEGMENT_EXT = '.wal';
 
 export interface WalRecord {
@@ -218,17 +219,27 @@ export class WriteLog {
     const fh = await fs.open(seg.file, 'r');
     try {
       const { size } = await fh.stat();
-      const header = Buffer.allocUnsafe(HEADER_BYTES);
+      // Read ahead a chunk at a time: one read per record cost more than the
+      // record itself for the 1-span batches of a busy small client.
+      let buf = Buffer.alloc(0);
+      let bufAt = 0;
+      const have = async (at: number, n: number): Promise<void> => {
+        if (at >= bufAt && at + n <= bufAt + buf.length) return;
+        buf = Buffer.allocUnsafe(Math.min(size - at, Math.max(n, READ_AHEAD_BYTES)));
+        bufAt = at;
+        await readExactly(fh, buf, at);
+      };
       let off = 0;
       while (off + HEADER_BYTES <= size) {
-        await readExactly(fh, header, off);
-        const len = header.readUInt32LE(0);
-        const rows = header.readUInt32LE(4);
-        const crc = header.readUInt32LE(8);
+        await have(off, HEADER_BYTES);
+        const h = off - bufAt;
+        const len = buf.readUInt32LE(h);
+        const rows = buf.readUInt32LE(h + 4);
+        const crc = buf.readUInt32LE(h + 8);
         const end = off + HEADER_BYTES + len;
         if (end > size) break;
-        const payload = Buffer.allocUnsafe(len);
-        await readExactly(fh, payload, off + HEADER_BYTES);
+        await have(off, HEADER_BYTES + len);
+        const payload = buf.subarray(off - bufAt + HEADER_BYTES, end - bufAt);
         if (crc32(payload) !== crc) break;
         yield { payload, rows };
         off = end;
