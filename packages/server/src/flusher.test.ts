@@ -7,7 +7,7 @@ import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { makeBulkPayload } from '../../../test/factories.js';
-import { Flusher } from './flusher.js';
+import { Flusher, splitRecord } from './flusher.js';
 import { Metrics } from './metrics.js';
 import { WriteLog } from './write-log.js';
 
@@ -72,6 +72,28 @@ describe('Flusher with a real DuckDB store', () => {
     await f.close(1000);
   });
 
+  it('keeps each insert under maxBytes, splitting a large record at line boundaries', async () => {
+    const big = batch(4, 50);
+    await log.append(big.buf, big.rows);
+    const small = batch(1, 3);
+    await log.append(small.buf, small.rows);
+    const sizes: number[] = [];
+    const counting = new OutageStore(store, 0);
+    const insert = counting.insertLines.bind(counting);
+    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
+      sizes.push((Buffer.isBuffer(lines) ? [lines] : lines).reduce((n, c) => n + c.length, 0));
+      return insert(lines as Buffer, rows);
+    };
+    const maxBytes = Math.ceil(big.buf.length / 7);
+    const f = new Flusher(log, counting, { intervalMs: 60_000, maxRows: 10_000, maxBytes, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics);
+    await f.flushNow();
+    expect(await count()).toBe(203);
+    expect(sizes.length).toBeGreaterThanOrEqual(7);
+    for (const n of sizes) expect(n).toBeLessThanOrEqual(maxBytes);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(big.buf.length + small.buf.length);
+    await f.close(1000);
+  });
+
   it('keeps rows through a store outage and retries until they land', async () => {
     const b = batch(2, 5);
     await log.append(b.buf, b.rows);
@@ -127,5 +149,29 @@ describe('Flusher with a real DuckDB store', () => {
     await f.close(200);
     expect(log.bytes).toBeGreaterThan(0);
     expect(await count()).toBe(0);
+  });
+});
+
+describe('splitRecord', () => {
+  const lines = (lens: number[]) => Buffer.from(lens.map((n, i) => String.fromCharCode(97 + (i % 26)).repeat(n) + '\n').join(''));
+
+  it('keeps a record within the limit whole, without copying it', () => {
+    const r = { payload: lines([10, 20]), rows: 2 };
+    expect([...splitRecord(r, 100)]).toEqual([r]);
+  });
+
+  it('cuts after newlines into pieces of at most maxBytes, a longer line alone, rows counted', () => {
+    const lens = [5, 30, 7, 7, 7, 80, 3, 3, 3, 3, 3, 3, 3, 40, 1];
+    const payload = lines(lens);
+    for (const max of [9, 10, 20, 33, 64, 200]) {
+      const pieces = [...splitRecord({ payload, rows: lens.length }, max)];
+      expect(Buffer.concat(pieces.map((p) => p.payload)).equals(payload)).toBe(true);
+      expect(pieces.reduce((n, p) => n + p.rows, 0)).toBe(lens.length);
+      for (const p of pieces) {
+        expect(p.payload[p.payload.length - 1]).toBe(10);
+        expect(p.rows).toBe(p.payload.toString().split('\n').length - 1);
+        if (p.payload.length > max) expect(p.rows).toBe(1);
+      }
+    }
   });
 });

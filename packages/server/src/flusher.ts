@@ -3,11 +3,13 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { SpanStoreRejectedError, type Lines, type SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
-import type { SegmentInfo, WriteLog } from './write-log.js';
+import type { SegmentInfo, WalRecord, WriteLog } from './write-log.js';
 
 export interface FlusherOptions {
   intervalMs: number;
   maxRows: number;
+  /** The largest insert in bytes; a larger record is split at line boundaries. Default: no limit. */
+  maxBytes?: number;
   timeoutMs: number;
   deadLetterDir: string;
   /** Backoff bounds for a failing store; jitter is applied on top. */
@@ -35,6 +37,7 @@ export class Flusher {
   private stopping = false;
   private storeHealthy = true;
   private readonly minBackoff: number;
+  private readonly maxBytes: number;
   private readonly maxBackoff: number;
   private wakeBackoff: (() => void) | undefined;
 
@@ -46,6 +49,7 @@ export class Flusher {
     private readonly metrics: Metrics,
   ) {
     this.minBackoff = opts.minBackoffMs ?? 100;
+    this.maxBytes = opts.maxBytes ?? Number.POSITIVE_INFINITY;
     this.maxBackoff = opts.maxBackoffMs ?? 30_000;
   }
 
@@ -138,14 +142,19 @@ export class Flusher {
     const tail = { tornBytes: 0 };
     let batch: Buffer[] = [];
     let rows = 0;
-    for await (const r of this.log.records(seg, tail)) {
-      if (rows > 0 && rows + r.rows > this.opts.maxRows) {
-        if (!(await this.insertWithRetry(batch, rows))) return false;
-        batch = [];
-        rows = 0;
+    let bytes = 0;
+    for await (const record of this.log.records(seg, tail)) {
+      for (const r of splitRecord(record, this.maxBytes)) {
+        if (rows > 0 && (rows + r.rows > this.opts.maxRows || bytes + r.payload.length > this.maxBytes)) {
+          if (!(await this.insertWithRetry(batch, rows))) return false;
+          batch = [];
+          rows = 0;
+          bytes = 0;
+        }
+        batch.push(r.payload);
+        rows += r.rows;
+        bytes += r.payload.length;
       }
-      batch.push(r.payload);
-      rows += r.rows;
     }
     if (rows > 0 && !(await this.insertWithRetry(batch, rows))) return false;
     if (tail.tornBytes > 0) {
@@ -247,6 +256,38 @@ export class Flusher {
       };
     });
   }
+}
+
+/**
+ * A record as pieces of at most `maxBytes` (views, no copy), cut after a
+ * newline; a single line longer than that is a piece of its own. One large
+ * request's batch then never makes one large insert.
+ */
+export function* splitRecord(r: WalRecord, maxBytes: number): Generator<WalRecord> {
+  const buf = r.payload;
+  if (buf.length <= maxBytes) {
+    yield r;
+    return;
+  }
+  let start = 0;
+  while (start < buf.length) {
+    let end = buf.length;
+    if (buf.length - start > maxBytes) {
+      const nl = buf.lastIndexOf(10, start + maxBytes - 1);
+      const cut = nl >= start ? nl : buf.indexOf(10, start + maxBytes);
+      if (cut >= 0) end = cut + 1;
+    }
+    const piece = buf.subarray(start, end);
+    yield { payload: piece, rows: countLines(piece) };
+    start = end;
+  }
+}
+
+function countLines(buf: Buffer): number {
+  let n = 0;
+  for (let at = buf.indexOf(10); at >= 0; at = buf.indexOf(10, at + 1)) n++;
+  // A last line without its newline still counts.
+  return buf.length > 0 && buf[buf.length - 1] !== 10 ? n + 1 : n;
 }
 
 /** Splits NDJSON into lines, each keeping its newline. */

@@ -114,7 +114,7 @@ export class IngestServer {
     this.flusher = new Flusher(
       this.log,
       spanStore,
-      { intervalMs: c.FLUSH_INTERVAL_MS, maxRows: c.FLUSH_MAX_ROWS, timeoutMs: c.FLUSH_TIMEOUT_MS, deadLetterDir: path.join(c.dataDir, 'dead-letter') },
+      { intervalMs: c.FLUSH_INTERVAL_MS, maxRows: c.FLUSH_MAX_ROWS, maxBytes: c.FLUSH_MAX_BYTES, timeoutMs: c.FLUSH_TIMEOUT_MS, deadLetterDir: path.join(c.dataDir, 'dead-letter') },
       this.logger,
       this.metrics,
     );

@@ -33,6 +33,8 @@ export const ConfigSchema = z.object({
   INGEST_MAX_BODY_BYTES: int(10 * 1024 * 1024, 1),
   FLUSH_INTERVAL_MS: int(1000, 1),
   FLUSH_MAX_ROWS: int(10_000, 1),
+  /** The largest insert in bytes of rows: the store's memory for one insert grows with it. */
+  FLUSH_MAX_BYTES: int(8 * 1024 * 1024, 1024),
   FLUSH_TIMEOUT_MS: int(30_000, 1),
   DRAIN_GRACE_MS: int(5000),
   DRAIN_TIMEOUT_MS: int(30_000),
