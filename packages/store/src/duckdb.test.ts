@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { encodeRow, payloadToRows, UNPRICED, type SpanCosts } from '@trace-ingest/shared/rows';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
-import { DuckDbSpanStore } from './duckdb.js';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { DuckDbSpanStore, duckdbSpansDdl } from './duckdb.js';
 import { SpanStoreRejectedError } from './span-store.js';
 
 const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_000_000 };
@@ -125,5 +126,37 @@ describe('DuckDbSpanStore', () => {
     await store.start();
     const [r] = await store.query('SELECT count(*)::INTEGER AS n FROM spans');
     expect(r?.n).toBe(1);
+  });
+
+  it('writes row groups of 8,192 rows, so a checkpoint never rewrites a huge one', async () => {
+    const payload = makePayload({ traces: Array.from({ length: 20 }, () => makeTrace({ spans: Array.from({ length: 1000 }, () => makeSpan()) })) });
+    const rows = payloadToRows(payload, ctx, () => UNPRICED);
+    await store.insertLines(lines(rows), rows.length);
+    const [r] = await store.query("SELECT count(DISTINCT row_group_id)::INTEGER AS groups, max(count)::INTEGER AS largest FROM pragma_storage_info('spans') WHERE segment_type <> 'VALIDITY'");
+    // With DuckDB's default (122,880 rows) these 20,000 rows would be one group.
+    expect(r?.groups).toBeGreaterThanOrEqual(3);
+    expect(r?.largest).toBeLessThanOrEqual(8192);
+  });
+
+  it('opens a file written by a plain DuckDB instance, and the file stays a plain DuckDB file', async () => {
+    await store.close();
+    const file = path.join(dir, 'older.duckdb');
+    const plain = await DuckDBInstance.create(file);
+    const conn = await plain.connect();
+    await conn.run(duckdbSpansDdl());
+    conn.closeSync();
+    plain.closeSync();
+    store = new DuckDbSpanStore({ file });
+    await store.start();
+    await store.insertLines(lines(payloadToRows(makePayload(), ctx, () => UNPRICED)), 1);
+    await store.close();
+    const again = await DuckDBInstance.create(file);
+    const c = await again.connect();
+    const n = (await c.runAndReadAll('SELECT count(*)::INTEGER AS n FROM spans')).getRowObjectsJson()[0]?.n;
+    c.closeSync();
+    again.closeSync();
+    expect(n).toBe(1);
+    store = new DuckDbSpanStore({ file });
+    await store.start();
   });
 });

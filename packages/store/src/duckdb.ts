@@ -16,6 +16,10 @@ const TYPES: Record<ColumnKind, string> = {
   int_array: 'BIGINT[]',
 };
 
+/** The catalog name the spans file is attached as; queries name the table alone. */
+const CATALOG = 'spans_store';
+const ROW_GROUP_ROWS = 8192;
+
 const NULLABLE: ReadonlySet<ColumnKind> = new Set(['nullable_int', 'nullable_float']);
 
 /** The table is generated from the shared column list, so the two can never disagree. */
@@ -72,10 +76,20 @@ export class DuckDbSpanStore implements SpanStore {
     const settings: Record<string, string> = {};
     if (this.opts.memoryLimit !== undefined) settings.memory_limit = this.opts.memoryLimit;
     if (this.opts.threads !== undefined) settings.threads = String(this.opts.threads);
-    const instance = await DuckDBInstance.create(this.opts.file, settings);
+    // The file is attached to an in-memory instance so it can take ROW_GROUP_SIZE:
+    // every checkpoint (one per 16 MB of DuckDB's own log) rewrites the row group
+    // being appended to, and at DuckDB's 122,880 rows that group holds hundreds of
+    // MB of text: with large spans, inserts slowed to ~1k rows/s as it filled. At
+    // 8,192 rows, large spans: 4.7k -> 7.4k rows/s overall, 200 -> 122 us CPU per row.
+    const instance = await DuckDBInstance.create(':memory:', settings);
     try {
+      const boot = await instance.connect();
+      await boot.run(`ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (ROW_GROUP_SIZE ${ROW_GROUP_ROWS})`);
+      boot.closeSync();
       this.writer = await instance.connect();
       this.reader = await instance.connect();
+      await this.writer.run(`USE ${CATALOG}`);
+      await this.reader.run(`USE ${CATALOG}`);
       await this.writer.run(duckdbSpansDdl());
       await this.writer.run('CREATE INDEX IF NOT EXISTS spans_org_day_idx ON spans (org_id, start_date)');
     } catch (e) {
@@ -89,13 +103,15 @@ export class DuckDbSpanStore implements SpanStore {
     const instance = this.instance;
     if (instance === undefined) return;
     this.instance = undefined;
-    this.writer?.closeSync();
-    this.reader?.closeSync();
+    const writer = this.writer;
     this.writer = undefined;
+    // Checkpointed now so the next start has no log of DuckDB's own to replay.
+    await writer?.run('CHECKPOINT').catch(() => undefined);
+    writer?.closeSync();
+    this.reader?.closeSync();
     this.reader = undefined;
-    // CHECKPOINT happens on close; the file is then free for another process.
+    // Closing detaches the file: it is then free for another process.
     instance.closeSync();
-    return Promise.resolve();
   }
 
   async ping(): Promise<void> {
