@@ -6,7 +6,7 @@ import { defineConfig } from 'drizzle-kit';
 // The key store runs in whichever schema DATABASE_URL names (`?schema=`), so a
 // migration must not name one: drizzle-kit qualifies foreign-key targets with
 // "public"., which has to be removed from the generated SQL before committing
-// (key-store-postgres.test.ts fails on any schema-qualified name).
+// (test/integration/control-store-postgres.test.ts fails on any schema-qualified name).
 export default defineConfig({
   dialect: 'postgresql',
   schema: './packages/store/src/schema/postgres.ts',

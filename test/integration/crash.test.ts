@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
+import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer } from './support/child-server.js';

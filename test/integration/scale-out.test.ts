@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
-import { PostgresKeyStore } from '@trace-ingest/store/key-store-postgres';
+import { PostgresKeyStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
 

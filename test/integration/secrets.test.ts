@@ -7,7 +7,7 @@ import { loadConfig } from '@trace-ingest/shared/config';
 import { generateApiKey, hashApiKey } from '@trace-ingest/shared/ids';
 import { IngestServer } from '@trace-ingest/server/server';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
-import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
+import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
 import { makePayload, makeSpan, makeTrace } from '../factories.js';
 
 /**

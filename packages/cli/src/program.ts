@@ -1,6 +1,5 @@
 import { Command } from 'commander';
 import { loadConfig } from '@trace-ingest/shared/config';
-import { TiError } from '@trace-ingest/shared/errors';
 import { doctor } from './actions/doctor.js';
 import { migrate } from './actions/migrate.js';
 import { serve } from './actions/serve.js';
@@ -10,6 +9,7 @@ import { registerPlans } from './commands/plans.js';
 import { registerPrices } from './commands/prices.js';
 import { registerReports } from './commands/reports.js';
 import { createContext, type CliContext } from './context.js';
+import { failureLine } from './hints.js';
 import { printJson, stdio, type Output } from './output.js';
 import type { Runner } from './runner.js';
 
@@ -29,7 +29,7 @@ export function buildProgram(deps: ProgramDeps): Command {
       ctx = deps.context?.() ?? createContext(loadConfig(deps.env));
       await fn(ctx, out);
     } catch (e) {
-      out.err(`trace-ingest: ${e instanceof TiError || e instanceof Error ? e.message : String(e)}`);
+      out.err(failureLine(e));
       process.exitCode = 1;
     } finally {
       await ctx?.close().catch(() => undefined);

@@ -7,8 +7,8 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { QuotaExceededError, RateLimitedError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import { PostgresKeyStore } from '@trace-ingest/store/key-store-postgres';
-import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
+import { PostgresKeyStore } from '@trace-ingest/store/control-store-postgres';
+import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
 import { RedisQuotaCounter, RedisRateLimiter, createRedisClient, waitForRedis } from './redis-limits.js';
 
 // The Redis server of the test machine is shared with other runs: every key

@@ -1,9 +1,9 @@
-import { UsageError } from '@trace-ingest/shared/errors';
 import type { PriceOverride } from '@trace-ingest/shared/price-engine';
 
 /**
  * Orgs, plans, API keys and quota usage. SQLite by default, PostgreSQL when
- * DATABASE_URL is set; both implement this interface with one drizzle schema.
+ * DATABASE_URL is set; one implementation (`ControlStore` in control-store.ts)
+ * over a driver per dialect.
  */
 
 export interface Plan {
@@ -58,16 +58,6 @@ export interface PriceOverrideRecord extends PriceOverrideInput {
 
 /** The plan every org gets unless told otherwise; created by the first migration run. */
 export const DEFAULT_PLAN = { name: 'default', monthlySpans: 100_000_000, rateLimitRps: 1000 } as const;
-
-/** Quotas and rates are non-negative integers; a rate of 0 would lock the org out, so it must be >= 1. */
-export function validatePlanNumbers(p: { monthlySpans?: number; rateLimitRps?: number }): void {
-  if (p.monthlySpans !== undefined && (!Number.isSafeInteger(p.monthlySpans) || p.monthlySpans < 0)) {
-    throw new UsageError(`monthly spans must be an integer >= 0 (got ${p.monthlySpans})`);
-  }
-  if (p.rateLimitRps !== undefined && (!Number.isSafeInteger(p.rateLimitRps) || p.rateLimitRps < 1)) {
-    throw new UsageError(`rate limit must be an integer >= 1 request per second (got ${p.rateLimitRps})`);
-  }
-}
 
 export interface KeyStore {
   readonly kind: 'sqlite' | 'postgres';

@@ -1,5 +1,5 @@
 import { DuckDbSpanStore } from './duckdb.js';
-import { SqliteKeyStore } from './key-store-sqlite.js';
+import { SqliteKeyStore } from './control-store-sqlite.js';
 import type { KeyStore } from './key-store.js';
 import type { SpanStore } from './span-store.js';
 
@@ -17,7 +17,7 @@ export interface StoreOptions {
 
 export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
   if (opts.databaseUrl !== undefined) {
-    const { PostgresKeyStore } = await import('./key-store-postgres.js');
+    const { PostgresKeyStore } = await import('./control-store-postgres.js');
     return new PostgresKeyStore(opts.databaseUrl);
   }
   return new SqliteKeyStore(opts.sqliteFile);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { loadConfig, type Config } from '@trace-ingest/shared/config';
 import { IngestServer, type ServerParts } from '@trace-ingest/server/server';
-import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
+import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 
 /** An in-process server over a temp DATA_DIR, with real SQLite and DuckDB. */

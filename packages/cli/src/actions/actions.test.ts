@@ -84,11 +84,12 @@ describe('trace-ingest command line', () => {
   });
 
   it.each([
-    [['orgs', 'create', 'x', '--plan', 'nope'], /unknown plan "nope"/],
+    [['orgs', 'create', 'x', '--plan', 'nope'], /unknown plan "nope"; see "trace-ingest plans list"$/],
+    [['plans', 'create', 'default', '--monthly-spans', '3', '--rate-limit', '1'], /plan "default" already exists; use "plans update" to change it$/],
     [['plans', 'create', 'p', '--monthly-spans', '-3', '--rate-limit', '1'], /--monthly-spans: must be a whole number >= 0/],
     [['plans', 'create', 'p', '--monthly-spans', '3', '--rate-limit', '0'], /--rate-limit: must be >= 1/],
-    [['keys', 'create', '--org', 'ghost'], /unknown org "ghost"/],
-    [['keys', 'revoke', 'ti_nothing'], /no API key/],
+    [['keys', 'create', '--org', 'ghost'], /unknown org "ghost"; see "trace-ingest orgs list"$/],
+    [['keys', 'revoke', 'ti_nothing'], /no API key with id or prefix "ti_nothing"; see "trace-ingest keys list"$/],
     [['plans', 'update', 'default'], /give --monthly-spans and\/or --rate-limit/],
   ])('exits non-zero with one clear line for %j', async (args, message) => {
     const r = await run(args);
@@ -101,6 +102,19 @@ describe('trace-ingest command line', () => {
     await run(['orgs', 'create', 'acme']);
     const r = await run(['orgs', 'create', 'acme']);
     expect(r.code).toBe(1);
-    expect(r.stderr[0]).toMatch(/already exists/);
+    expect(r.stderr[0]).toBe('trace-ingest: org "acme" already exists');
+  });
+
+  it('tells which key to revoke when a prefix is shared', async () => {
+    await run(['orgs', 'create', 'acme']);
+    const ctx = createContext(loadConfig({ DATA_DIR: dir }));
+    try {
+      for (const c of 'ab') await (await ctx.keys()).createKey({ orgName: 'acme', key: 'ti_same_prefix_' + c.repeat(20) });
+    } finally {
+      await ctx.close();
+    }
+    const r = await run(['keys', 'revoke', 'ti_same_pref']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toEqual(['trace-ingest: prefix "ti_same_pref" matches 2 keys; revoke by id instead']);
   });
 });

@@ -1,4 +1,5 @@
 import { UsageError } from '@trace-ingest/shared/errors';
+import { UnknownNameError } from '@trace-ingest/store/control-store';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
 import { PriceEngine, type PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { PriceOverrideRecord } from '@trace-ingest/store/key-store';
@@ -45,7 +46,7 @@ function price(text: string | undefined, flag: string): string | null {
 async function orgIdOf(ctx: CliContext, org: string | undefined): Promise<string> {
   if (org === undefined) return '';
   const o = await (await ctx.keys()).getOrg(org);
-  if (o === null) throw new UsageError(`unknown org "${org}"; see "trace-ingest orgs list"`);
+  if (o === null) throw new UnknownNameError('org', org);
   return o.id;
 }
 

@@ -1,4 +1,5 @@
 import { UsageError } from '@trace-ingest/shared/errors';
+import { UnknownNameError } from '@trace-ingest/store/control-store';
 import type { GroupBy, RepriceResult, UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
 import type { CliContext } from '../context.js';
@@ -31,7 +32,7 @@ export function resolveWindow(w: Window, now = Date.now()): { from: number; to: 
 
 async function orgId(ctx: CliContext, org: string): Promise<string> {
   const o = await (await ctx.keys()).getOrg(org);
-  if (o === null) throw new UsageError(`unknown org "${org}"; see "trace-ingest orgs list"`);
+  if (o === null) throw new UnknownNameError('org', org);
   return o.id;
 }
 

@@ -1,0 +1,90 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { ControlStore, type ControlDriver, type SqlStatement } from './control-store.js';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite', import.meta.url));
+
+/**
+ * SQLite under the control store: one file under DATA_DIR, shared by the
+ * server and the CLI (WAL mode lets both open it at once). Statements are
+ * prepared once per text and kept: the hot path pays no parse per request.
+ */
+export class SqliteControlDriver implements ControlDriver {
+  readonly kind = 'sqlite';
+  private db: Database.Database | undefined;
+  private readonly statements = new Map<string, Database.Statement>();
+
+  constructor(private readonly file: string) {}
+
+  open(): Promise<void> {
+    if (this.db !== undefined) return Promise.resolve();
+    fs.mkdirSync(path.dirname(this.file), { recursive: true });
+    const db = new Database(this.file);
+    try {
+      db.pragma('journal_mode = WAL');
+      db.pragma('busy_timeout = 5000');
+      db.pragma('synchronous = NORMAL');
+      db.pragma('foreign_keys = ON');
+      migrate(drizzle(db), { migrationsFolder: MIGRATIONS_DIR });
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+    this.db = db;
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    const db = this.db;
+    this.db = undefined;
+    this.statements.clear();
+    db?.close();
+    return Promise.resolve();
+  }
+
+  private run(sql: string, params: readonly unknown[]): unknown[] {
+    let stmt = this.statements.get(sql);
+    if (stmt === undefined) {
+      if (this.db === undefined) throw new Error('control store is not started');
+      stmt = this.db.prepare(sql);
+      this.statements.set(sql, stmt);
+    }
+    if (stmt.reader) return stmt.all(...params);
+    stmt.run(...params);
+    return [];
+  }
+
+  all<R>(sql: string, params: readonly unknown[]): Promise<R[]> {
+    try {
+      return Promise.resolve(this.run(sql, params) as R[]);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  transaction(statements: readonly SqlStatement[]): Promise<unknown[][]> {
+    try {
+      const db = this.db;
+      if (db === undefined) throw new Error('control store is not started');
+      return Promise.resolve(db.transaction(() => statements.map((s) => this.run(s.sql, s.params)))());
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  isUniqueViolation(e: unknown): boolean {
+    const code = (e as { code?: unknown } | null)?.code;
+    return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+  }
+}
+
+/** The embedded control store (the default). */
+export class SqliteKeyStore extends ControlStore {
+  constructor(file: string) {
+    super(new SqliteControlDriver(file));
+  }
+}

@@ -1,0 +1,374 @@
+import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
+import { generateApiKey, hashApiKey, isWellFormedKey, keyPrefix, newId } from '@trace-ingest/shared/ids';
+import type { ApiKeyInfo, CreatedKey, KeyStore, Org, Plan, PriceOverrideInput, PriceOverrideRecord, ResolvedKey } from './key-store.js';
+import { DEFAULT_PLAN } from './key-store.js';
+
+/**
+ * The control store: orgs, plans, API keys, monthly usage and price
+ * overrides. Every rule (projections, conflict checks, revoke matching, plan
+ * lookup, version bumps, default-plan seeding) and every message lives here;
+ * a `ControlDriver` per dialect (SQLite, PostgreSQL) only runs SQL.
+ *
+ * The SQL is the subset both dialects read alike: `?` placeholders, upserts
+ * with `ON CONFLICT ... DO UPDATE` over an aliased target, `RETURNING`, and
+ * quoted aliases so PostgreSQL keeps their case.
+ */
+
+export interface SqlStatement {
+  sql: string;
+  params: readonly unknown[];
+}
+
+export interface ControlDriver {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Connects and migrates the schema; called once per start. */
+  open(): Promise<void>;
+  /** Idempotent. */
+  close(): Promise<void>;
+  /** The rows of one statement (none for a statement without RETURNING); 64-bit integers come back as numbers. */
+  all<R>(sql: string, params: readonly unknown[]): Promise<R[]>;
+  /** Runs the statements in one transaction; the rows of each. */
+  transaction(statements: readonly SqlStatement[]): Promise<unknown[][]>;
+  /** True for a failed insert that broke a unique constraint. */
+  isUniqueViolation(e: unknown): boolean;
+}
+
+/** A name (plan, org) or key the caller gave that the store does not hold. */
+export class UnknownNameError extends UsageError {
+  constructor(
+    readonly what: 'plan' | 'org' | 'key',
+    readonly given: string,
+  ) {
+    super(what === 'key' ? `no API key with id or prefix "${given}"` : `unknown ${what} "${given}"`);
+  }
+}
+
+/** A key prefix that several keys share. */
+export class AmbiguousKeyError extends UsageError {
+  constructor(
+    readonly prefix: string,
+    readonly matches: number,
+  ) {
+    super(`prefix "${prefix}" matches ${matches} keys`);
+  }
+}
+
+/** A name or key that already exists. */
+export class AlreadyExistsError extends ConflictError {
+  constructor(
+    readonly what: 'plan' | 'org' | 'key',
+    readonly given: string,
+  ) {
+    super(what === 'key' ? 'this API key already exists' : `${what} "${given}" already exists`);
+  }
+}
+
+/** Quotas and rates are non-negative integers; a rate of 0 would lock the org out, so it must be >= 1. */
+export function validatePlanNumbers(p: { monthlySpans?: number; rateLimitRps?: number }): void {
+  if (p.monthlySpans !== undefined && (!Number.isSafeInteger(p.monthlySpans) || p.monthlySpans < 0)) {
+    throw new UsageError(`monthly spans must be an integer >= 0 (got ${p.monthlySpans})`);
+  }
+  if (p.rateLimitRps !== undefined && (!Number.isSafeInteger(p.rateLimitRps) || p.rateLimitRps < 1)) {
+    throw new UsageError(`rate limit must be an integer >= 1 request per second (got ${p.rateLimitRps})`);
+  }
+}
+
+const PRICE_VERSION_KEY = 'price_overrides_version';
+
+const PLAN_COLUMNS = `id, name, monthly_spans AS "monthlySpans", rate_limit_rps AS "rateLimitRps", created_at AS "createdAt"`;
+const ORG_SELECT = `SELECT o.id AS id, o.name AS name, o.plan_id AS "planId", p.name AS "planName", o.created_at AS "createdAt"
+  FROM orgs o JOIN plans p ON p.id = o.plan_id`;
+const KEY_SELECT = `SELECT k.id AS id, k.org_id AS "orgId", o.name AS "orgName", k.name AS name, k.prefix AS prefix,
+       k.created_at AS "createdAt", k.revoked_at AS "revokedAt"
+  FROM api_keys k JOIN orgs o ON o.id = k.org_id`;
+
+/** Price override fields and their columns, in insert order. */
+const OVERRIDE_FIELDS = [
+  ['id', 'id'],
+  ['orgId', 'org_id'],
+  ['provider', 'provider'],
+  ['model', 'model'],
+  ['validFrom', 'valid_from'],
+  ['inputPerMtok', 'input_per_mtok'],
+  ['outputPerMtok', 'output_per_mtok'],
+  ['cachedInputPerMtok', 'cached_input_per_mtok'],
+  ['cacheWriteInputPerMtok', 'cache_write_input_per_mtok'],
+  ['reasoningPerMtok', 'reasoning_per_mtok'],
+  ['imageEach', 'image_each'],
+  ['webSearchEach', 'web_search_each'],
+  ['requestEach', 'request_each'],
+  ['createdAt', 'created_at'],
+] as const satisfies readonly (readonly [keyof PriceOverrideRecord, string])[];
+const OVERRIDE_KEY_COLUMNS = new Set(['org_id', 'provider', 'model', 'valid_from']);
+const OVERRIDE_COLUMNS = OVERRIDE_FIELDS.map(([f, c]) => `${c} AS "${f}"`).join(', ');
+// An upsert rather than delete + insert: two writers of the same override cannot collide on the unique index.
+const UPSERT_OVERRIDE = `INSERT INTO price_overrides (${OVERRIDE_FIELDS.map(([, c]) => c).join(', ')})
+  VALUES (${OVERRIDE_FIELDS.map(() => '?').join(', ')})
+  ON CONFLICT (org_id, provider, model, valid_from) DO UPDATE SET ${OVERRIDE_FIELDS.filter(([, c]) => !OVERRIDE_KEY_COLUMNS.has(c))
+    .map(([, c]) => `${c} = excluded.${c}`)
+    .join(', ')}`;
+const BUMP_PRICE_VERSION: SqlStatement = {
+  sql: `INSERT INTO settings AS s (key, value) VALUES (?, '1')
+        ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(s.value AS BIGINT) + 1 AS TEXT)`,
+  params: [PRICE_VERSION_KEY],
+};
+
+interface UsageBatch {
+  /** Spans of the waiting adds, not yet sent. */
+  spans: number;
+  waiters: { resolve: (total: number) => void; reject: (e: unknown) => void }[];
+  running: boolean;
+}
+
+export class ControlStore implements KeyStore {
+  private started = false;
+  private starting: Promise<void> | undefined;
+  private readonly usageBatches = new Map<string, UsageBatch>();
+
+  constructor(private readonly driver: ControlDriver) {}
+
+  get kind(): 'sqlite' | 'postgres' {
+    return this.driver.kind;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    // Callers that start the same instance at once share one start.
+    this.starting ??= this.open().finally(() => {
+      this.starting = undefined;
+    });
+    await this.starting;
+  }
+
+  private async open(): Promise<void> {
+    await this.driver.open();
+    try {
+      // Several processes may seed at once: the insert of the loser does nothing.
+      await this.driver.all(
+        `INSERT INTO plans (id, name, monthly_spans, rate_limit_rps, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+        ['plan_default', DEFAULT_PLAN.name, DEFAULT_PLAN.monthlySpans, DEFAULT_PLAN.rateLimitRps, Date.now()],
+      );
+    } catch (e) {
+      await this.driver.close();
+      throw e;
+    }
+    this.started = true;
+  }
+
+  async close(): Promise<void> {
+    this.started = false;
+    await this.driver.close();
+  }
+
+  async ping(): Promise<void> {
+    await this.driver.all('SELECT 1', []);
+  }
+
+  async resolveKeyHash(sha256Hex: string): Promise<ResolvedKey | null> {
+    const [row] = await this.driver.all<ResolvedKey>(
+      `SELECT k.id AS "keyId", k.prefix AS prefix, o.id AS "orgId", o.name AS "orgName", p.name AS "planName",
+              p.monthly_spans AS "monthlySpans", p.rate_limit_rps AS "rateLimitRps"
+         FROM api_keys k JOIN orgs o ON o.id = k.org_id JOIN plans p ON p.id = o.plan_id
+        WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
+      [sha256Hex],
+    );
+    return row ?? null;
+  }
+
+  /** Runs an insert; a unique violation (a racing creator) becomes the caller's conflict. */
+  private async insert(sql: string, params: readonly unknown[], conflict: () => Error): Promise<void> {
+    try {
+      await this.driver.all(sql, params);
+    } catch (e) {
+      if (this.driver.isUniqueViolation(e)) throw conflict();
+      throw e;
+    }
+  }
+
+  async createPlan(input: { name: string; monthlySpans: number; rateLimitRps: number }): Promise<Plan> {
+    validatePlanNumbers(input);
+    const conflict = (): Error => new AlreadyExistsError('plan', input.name);
+    if ((await this.driver.all('SELECT id FROM plans WHERE name = ?', [input.name])).length > 0) throw conflict();
+    const row = { id: newId('plan'), name: input.name, monthlySpans: input.monthlySpans, rateLimitRps: input.rateLimitRps, createdAt: Date.now() };
+    await this.insert(
+      'INSERT INTO plans (id, name, monthly_spans, rate_limit_rps, created_at) VALUES (?, ?, ?, ?, ?)',
+      [row.id, row.name, row.monthlySpans, row.rateLimitRps, row.createdAt],
+      conflict,
+    );
+    return row;
+  }
+
+  async updatePlan(name: string, patch: { monthlySpans?: number; rateLimitRps?: number }): Promise<Plan> {
+    validatePlanNumbers(patch);
+    // One statement, so two concurrent patches of different fields both stick.
+    const [row] = await this.driver.all<Plan>(
+      `UPDATE plans SET monthly_spans = COALESCE(?, monthly_spans), rate_limit_rps = COALESCE(?, rate_limit_rps)
+        WHERE name = ? RETURNING ${PLAN_COLUMNS}`,
+      [patch.monthlySpans ?? null, patch.rateLimitRps ?? null, name],
+    );
+    if (row === undefined) throw new UnknownNameError('plan', name);
+    return row;
+  }
+
+  async listPlans(): Promise<Plan[]> {
+    return this.driver.all<Plan>(`SELECT ${PLAN_COLUMNS} FROM plans ORDER BY name`, []);
+  }
+
+  private async planByName(name: string): Promise<Plan> {
+    const [p] = await this.driver.all<Plan>(`SELECT ${PLAN_COLUMNS} FROM plans WHERE name = ?`, [name]);
+    if (p === undefined) throw new UnknownNameError('plan', name);
+    return p;
+  }
+
+  async createOrg(input: { name: string; planName?: string }): Promise<Org> {
+    const plan = await this.planByName(input.planName ?? DEFAULT_PLAN.name);
+    const conflict = (): Error => new AlreadyExistsError('org', input.name);
+    if ((await this.driver.all('SELECT id FROM orgs WHERE name = ?', [input.name])).length > 0) throw conflict();
+    const row = { id: newId('org'), name: input.name, planId: plan.id, createdAt: Date.now() };
+    await this.insert('INSERT INTO orgs (id, name, plan_id, created_at) VALUES (?, ?, ?, ?)', [row.id, row.name, row.planId, row.createdAt], conflict);
+    return { ...row, planName: plan.name };
+  }
+
+  async setOrgPlan(orgName: string, planName: string): Promise<Org> {
+    const org = await this.requireOrg(orgName);
+    const plan = await this.planByName(planName);
+    await this.driver.all('UPDATE orgs SET plan_id = ? WHERE id = ?', [plan.id, org.id]);
+    return { ...org, planId: plan.id, planName: plan.name };
+  }
+
+  async listOrgs(): Promise<Org[]> {
+    return this.driver.all<Org>(`${ORG_SELECT} ORDER BY o.name`, []);
+  }
+
+  /** By name first, then by id. */
+  async getOrg(nameOrId: string): Promise<Org | null> {
+    const [byName] = await this.driver.all<Org>(`${ORG_SELECT} WHERE o.name = ?`, [nameOrId]);
+    if (byName !== undefined) return byName;
+    const [byId] = await this.driver.all<Org>(`${ORG_SELECT} WHERE o.id = ?`, [nameOrId]);
+    return byId ?? null;
+  }
+
+  private async requireOrg(nameOrId: string): Promise<Org> {
+    const org = await this.getOrg(nameOrId);
+    if (org === null) throw new UnknownNameError('org', nameOrId);
+    return org;
+  }
+
+  async createKey(input: { orgName: string; name?: string; key?: string }): Promise<CreatedKey> {
+    const org = await this.requireOrg(input.orgName);
+    const key = input.key ?? generateApiKey();
+    if (!isWellFormedKey(key)) throw new UsageError('an API key must start with "ti_" followed by at least 20 characters of [A-Za-z0-9_-]');
+    const keyHash = hashApiKey(key);
+    const conflict = (): Error => new AlreadyExistsError('key', '');
+    if (await this.hasKeyHash(keyHash)) throw conflict();
+    const row = { id: newId('key'), orgId: org.id, orgName: org.name, name: input.name ?? '', prefix: keyPrefix(key), createdAt: Date.now(), revokedAt: null };
+    await this.insert(
+      'INSERT INTO api_keys (id, org_id, name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+      [row.id, row.orgId, row.name, row.prefix, keyHash, row.createdAt],
+      conflict,
+    );
+    return { ...row, key };
+  }
+
+  async hasKeyHash(sha256Hex: string): Promise<boolean> {
+    return (await this.driver.all('SELECT 1 AS one FROM api_keys WHERE key_hash = ?', [sha256Hex])).length > 0;
+  }
+
+  async listKeys(filter?: { orgName?: string }): Promise<ApiKeyInfo[]> {
+    if (filter?.orgName === undefined) return this.driver.all<ApiKeyInfo>(`${KEY_SELECT} ORDER BY k.created_at, k.id`, []);
+    const org = await this.requireOrg(filter.orgName);
+    return this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.org_id = ? ORDER BY k.created_at, k.id`, [org.id]);
+  }
+
+  async revokeKey(prefixOrId: string): Promise<ApiKeyInfo> {
+    const matches = await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.id = ? OR k.prefix = ?`, [prefixOrId, prefixOrId]);
+    const [only] = matches;
+    if (only === undefined) throw new UnknownNameError('key', prefixOrId);
+    if (matches.length > 1) throw new AmbiguousKeyError(prefixOrId, matches.length);
+    if (only.revokedAt !== null) return only;
+    // When another process revoked it meanwhile, its instant is the one that stands.
+    const [row] = await this.driver.all<{ revokedAt: number }>(
+      'UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING revoked_at AS "revokedAt"',
+      [Date.now(), only.id],
+    );
+    if (row !== undefined) return { ...only, revokedAt: row.revokedAt };
+    const [again] = await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.id = ?`, [only.id]);
+    return again ?? only;
+  }
+
+  async getMonthUsage(orgId: string, month: string): Promise<number> {
+    const [row] = await this.driver.all<{ spans: number }>('SELECT spans FROM usage_months WHERE org_id = ? AND month = ?', [orgId, month]);
+    return row?.spans ?? 0;
+  }
+
+  /**
+   * Every request of an org updates the same row, and in PostgreSQL each
+   * update holds that row's lock until its commit is flushed, so updates of
+   * one org run one after another: a few hundred a second. While one is in
+   * flight, the adds that arrive for the same org and month wait and then go
+   * as one upsert; each caller gets the total after its spans were added.
+   */
+  async addMonthUsage(orgId: string, month: string, n: number): Promise<number> {
+    // One bad number would fail every add it shares an upsert with.
+    if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`usage to add must be an integer >= 0 (got ${n})`);
+    const key = `${orgId}\u0000${month}`;
+    let batch = this.usageBatches.get(key);
+    if (batch === undefined) {
+      batch = { spans: 0, waiters: [], running: false };
+      this.usageBatches.set(key, batch);
+    }
+    const total = new Promise<number>((resolve, reject) => batch.waiters.push({ resolve, reject }));
+    batch.spans += n;
+    if (!batch.running) void this.flushUsage(key, batch, orgId, month);
+    return total;
+  }
+
+  private async flushUsage(key: string, batch: UsageBatch, orgId: string, month: string): Promise<void> {
+    batch.running = true;
+    while (batch.waiters.length > 0) {
+      const waiters = batch.waiters.splice(0);
+      const spans = batch.spans;
+      batch.spans = 0;
+      try {
+        const [row] = await this.driver.all<{ spans: number }>(
+          `INSERT INTO usage_months AS u (org_id, month, spans) VALUES (?, ?, ?)
+           ON CONFLICT (org_id, month) DO UPDATE SET spans = u.spans + excluded.spans RETURNING spans`,
+          [orgId, month, spans],
+        );
+        const total = row?.spans ?? 0;
+        for (const w of waiters) w.resolve(total);
+      } catch (e) {
+        for (const w of waiters) w.reject(e);
+      }
+    }
+    this.usageBatches.delete(key);
+  }
+
+  async listPriceOverrides(): Promise<PriceOverrideRecord[]> {
+    return this.driver.all<PriceOverrideRecord>(`SELECT ${OVERRIDE_COLUMNS} FROM price_overrides ORDER BY model, org_id, provider, valid_from`, []);
+  }
+
+  /** Replaces the override with the same (org, provider, model, validFrom) and bumps the version, in one transaction. */
+  async setPriceOverride(input: PriceOverrideInput): Promise<PriceOverrideRecord> {
+    const row: PriceOverrideRecord = { id: newId('price'), createdAt: Date.now(), ...input };
+    await this.driver.transaction([{ sql: UPSERT_OVERRIDE, params: OVERRIDE_FIELDS.map(([f]) => row[f]) }, BUMP_PRICE_VERSION]);
+    return row;
+  }
+
+  async unsetPriceOverride(match: { orgId: string; provider: string; model: string; validFrom?: number }): Promise<number> {
+    const where = `org_id = ? AND provider = ? AND model = ?${match.validFrom === undefined ? '' : ' AND valid_from = ?'}`;
+    const params = [match.orgId, match.provider, match.model, ...(match.validFrom === undefined ? [] : [match.validFrom])];
+    // The version moves only when something is removed. Should another writer remove the rows between
+    // the count and the delete, the version moves once too often, which only makes readers reload.
+    const matching = await this.driver.all(`SELECT id FROM price_overrides WHERE ${where}`, params);
+    if (matching.length === 0) return 0;
+    const [deleted = []] = await this.driver.transaction([{ sql: `DELETE FROM price_overrides WHERE ${where} RETURNING id`, params }, BUMP_PRICE_VERSION]);
+    return deleted.length;
+  }
+
+  async priceOverridesVersion(): Promise<string> {
+    // Read before every batch: one small statement, prepared once.
+    const [row] = await this.driver.all<{ value: string }>('SELECT value FROM settings WHERE key = ?', [PRICE_VERSION_KEY]);
+    return row?.value ?? '0';
+  }
+}
