@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { InternalError, MethodNotAllowedError, NotFoundError, TiError } from '@trace-ingest/shared/errors';
+import { InternalError, MethodNotAllowedError, NotFoundError, TiError, refusalReason } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { ingestHandler, type IngestDeps } from './ingest.js';
 import type { Metrics } from './metrics.js';
@@ -15,22 +15,6 @@ export interface AppDeps extends IngestDeps {
 
 const ROUTES = new Set(['/ingest', '/healthz', '/readyz', '/metrics', '/openapi.json']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** Why a batch was refused, as a bounded label set. */
-const REASONS: Record<string, string> = {
-  TI_ERR_PAYLOAD_TOO_LARGE: 'size',
-  TI_ERR_UNAUTHORIZED: 'auth',
-  TI_ERR_RATE_LIMITED: 'rate_limit',
-  TI_ERR_QUOTA_EXCEEDED: 'quota',
-  TI_ERR_INVALID_JSON: 'validation',
-  TI_ERR_VALIDATION: 'validation',
-  TI_ERR_CONTENT_TYPE: 'validation',
-  TI_ERR_CONTENT_ENCODING: 'validation',
-  TI_ERR_BODY_SIZE: 'validation',
-  TI_ERR_ABORTED: 'aborted',
-  TI_ERR_DRAINING: 'draining',
-  TI_ERR_BUFFER_FULL: 'buffer_full',
-};
 
 /** The HTTP surface. Every answer that is not a 2xx is JSON with an `error` string. */
 export function createApp(deps: AppDeps): express.Express {
@@ -129,7 +113,7 @@ export function errorMiddleware(logger: Logger, metrics: Metrics) {
     if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
     if (req.path === '/ingest') {
       metrics.requests.inc({ status: String(e.httpCode), code: e.code });
-      metrics.batchesRejected.inc({ reason: REASONS[e.code] ?? 'error' });
+      metrics.batchesRejected.inc({ reason: refusalReason(e.code) });
     }
     // A body cut off at the limit, or never read, must not be read further: close after answering.
     if (e.httpCode === 413 || !req.complete) res.setHeader('Connection', 'close');

@@ -20,7 +20,7 @@ export class Metrics {
   });
   readonly batchesRejected = new Counter({
     name: 'trace_ingest_batches_rejected_total',
-    help: 'POST /ingest batches refused, by reason (size, auth, rate_limit, quota, validation, draining, buffer_full, error)',
+    help: 'POST /ingest batches refused, by reason (size, auth, rate_limit, quota, validation, aborted, draining, buffer_full, error)',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

@@ -1,18 +1,69 @@
 import type { ValidationIssue } from './schema.js';
 
 /**
+ * Every code the service answers with, in one place: the status(es) it goes
+ * out with, where it can be met (`ingest`: the public HTTP listener, listed
+ * in the README and the OpenAPI document; `admin`: the CLI's Unix socket;
+ * `cli`: the CLI and its stores; `start`: configuration refused at start),
+ * and, for a refused POST /ingest batch, the bounded `reason` label of
+ * trace_ingest_batches_rejected_total (others count as `error`).
+ */
+const CATALOG = {
+  TI_ERR_PAYLOAD_TOO_LARGE: { status: [413], surface: 'ingest', reason: 'size' },
+  TI_ERR_UNAUTHORIZED: { status: [401], surface: 'ingest', reason: 'auth' },
+  TI_ERR_RATE_LIMITED: { status: [429], surface: 'ingest', reason: 'rate_limit' },
+  TI_ERR_QUOTA_EXCEEDED: { status: [429], surface: 'ingest', reason: 'quota' },
+  TI_ERR_INVALID_JSON: { status: [400], surface: 'ingest', reason: 'validation' },
+  TI_ERR_VALIDATION: { status: [400], surface: 'ingest', reason: 'validation' },
+  TI_ERR_CONTENT_TYPE: { status: [400], surface: 'ingest', reason: 'validation' },
+  TI_ERR_CONTENT_ENCODING: { status: [400], surface: 'ingest', reason: 'validation' },
+  TI_ERR_BODY_SIZE: { status: [400], surface: 'ingest', reason: 'validation' },
+  TI_ERR_ABORTED: { status: [400], surface: 'ingest', reason: 'aborted' },
+  TI_ERR_DRAINING: { status: [503], surface: 'ingest', reason: 'draining' },
+  TI_ERR_BUFFER_FULL: { status: [503], surface: 'ingest', reason: 'buffer_full' },
+  TI_ERR_UNAVAILABLE: { status: [503], surface: 'ingest' },
+  TI_ERR_INTERNAL: { status: [500], surface: 'ingest' },
+  TI_ERR_NOT_FOUND: { status: [404], surface: 'ingest' },
+  TI_ERR_METHOD_NOT_ALLOWED: { status: [405], surface: 'ingest' },
+  /** A request Express refused before a handler ran (its 4xx status kept). */
+  TI_ERR_BAD_REQUEST: { status: [400], surface: 'ingest' },
+  /** A request Node's HTTP parser refused: malformed, headers too large, too slow. */
+  TI_ERR_BAD_HTTP: { status: [400, 408, 431], surface: 'ingest' },
+  TI_ERR_ADMIN_REQUEST: { status: [400], surface: 'admin' },
+  TI_ERR_READ_ONLY: { status: [400], surface: 'admin' },
+  TI_ERR_QUERY: { status: [400], surface: 'admin' },
+  TI_ERR_USAGE: { status: [400], surface: 'cli' },
+  TI_ERR_CONFLICT: { status: [409], surface: 'cli' },
+  TI_ERR_CONFIG: { status: [500], surface: 'start' },
+} as const satisfies Record<string, ErrorCodeInfo>;
+
+export interface ErrorCodeInfo {
+  status: readonly number[];
+  surface: 'ingest' | 'admin' | 'cli' | 'start';
+  reason?: string;
+}
+
+export type ErrorCode = keyof typeof CATALOG;
+export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = CATALOG;
+
+/** The reason label of a refused batch. */
+export function refusalReason(code: ErrorCode): string {
+  return ERROR_CODES[code].reason ?? 'error';
+}
+
+/**
  * The one base class of every error the service answers with. A handler
  * throws; a single error middleware turns it into the HTTP answer, so the
  * mapping from condition to status lives here and nowhere else.
  */
 export class TiError extends Error {
   readonly httpCode: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly headers: Readonly<Record<string, string>>;
 
   constructor(
     httpCode: number,
-    code: string,
+    code: ErrorCode,
     message: string,
     options?: { cause?: unknown; headers?: Record<string, string> },
   ) {
@@ -78,7 +129,7 @@ export class ValidationError extends TiError {
 }
 
 export class BadRequestError extends TiError {
-  constructor(code: string, message: string) {
+  constructor(code: ErrorCode, message: string) {
     super(400, code, message);
   }
 }
@@ -134,7 +185,7 @@ export class ConfigError extends TiError {
 
 /** A CLI or admin request names something that does not exist or conflicts. */
 export class UsageError extends TiError {
-  constructor(message: string, code = 'TI_ERR_USAGE') {
+  constructor(message: string, code: ErrorCode = 'TI_ERR_USAGE') {
     super(400, code, message);
   }
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ERROR_CODES, type ErrorCode } from './errors.js';
 import { ErrorBodySchema, IngestAcceptedSchema, IngestPayloadSchema } from './schema.js';
 
 /**
@@ -25,6 +26,19 @@ const errorResponse = (description: string, headers?: JsonObject): JsonObject =>
   ...(headers === undefined ? {} : { headers }),
   content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
 });
+
+/** The codes a client of the public listener can meet, from the catalog in errors.ts. */
+export function publicErrorCodes(): ErrorCode[] {
+  return (Object.keys(ERROR_CODES) as ErrorCode[]).filter((c) => ERROR_CODES[c].surface === 'ingest');
+}
+
+/** The Error schema, its `code` listing the codes and their statuses (`x-codes`; not an enum, so a new code breaks no client). */
+function errorBodySchema(): JsonObject {
+  const s = jsonSchema(ErrorBodySchema, 'output');
+  const props = s.properties as Record<string, JsonObject>;
+  props.code = { ...props.code, 'x-codes': Object.fromEntries(publicErrorCodes().map((c) => [c, [...ERROR_CODES[c].status]])) };
+  return s;
+}
 
 const retryAfter = {
   'Retry-After': { description: 'Seconds to wait before retrying (integer >= 1).', schema: { type: 'integer', minimum: 1 } },
@@ -58,6 +72,7 @@ export function buildOpenApiDocument(): JsonObject {
             '413': errorResponse('Body exceeds INGEST_MAX_BODY_BYTES (after decompression too).'),
             '429': errorResponse('Rate limit (with Retry-After; retryable) or monthly span quota exceeded (no Retry-After; final until the plan is upgraded).', retryAfter),
             '503': errorResponse('Draining for shutdown, or the write buffer is full; retry after Retry-After or against another replica.', retryAfter),
+            '500': errorResponse('Internal error: nothing was accepted; retry with backoff.'),
           },
         },
       },
@@ -81,7 +96,7 @@ export function buildOpenApiDocument(): JsonObject {
       schemas: {
         IngestPayload: ingestPayloadJsonSchema(),
         IngestAccepted: jsonSchema(IngestAcceptedSchema, 'output'),
-        Error: jsonSchema(ErrorBodySchema, 'output'),
+        Error: errorBodySchema(),
       },
     },
   };
