@@ -281,6 +281,25 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     expect([r?.n, canonicalDecimal(String(r?.c))]).toEqual([20_000, '5']);
   });
 
+  it('streams a read row by row, inserting meanwhile, and closes the response when the reader stops', async () => {
+    const spans = Array.from({ length: 3000 }, (_, i) => span({ spanId: `stream-${String(i).padStart(4, '0')}`, input: 'x'.repeat(2000) }));
+    const t = trace(spans);
+    const rows = rowsOf(t, UNPRICED);
+    await store.insertLines(linesOf(rows), rows.length);
+    let seen = 0;
+    for await (const r of store.queryStream('SELECT span_id FROM spans FINAL WHERE trace_id = ? ORDER BY span_id', [t.traceId])) {
+      expect(r.span_id).toBe(`stream-${String(seen).padStart(4, '0')}`);
+      if (seen === 5) await store.replaceLines(linesOf(rows.slice(0, 1)), 1);
+      seen++;
+    }
+    expect(seen).toBe(3000);
+    let taken = 0;
+    for await (const _ of store.queryStream('SELECT span_id, input FROM spans WHERE trace_id = ?', [t.traceId])) if (++taken === 2) break;
+    expect(taken).toBe(2);
+    const [n] = await store.query('SELECT count() AS n FROM spans FINAL WHERE trace_id = ?', [t.traceId]);
+    expect(Number(n?.n)).toBe(3000);
+  });
+
   it('fails inserts with a retryable error while the server is down, and succeeds after restart', async () => {
     const t = trace([span(), span()]);
     const lines = linesOf(rowsOf(t));

@@ -28,6 +28,7 @@ class OutageStore implements SpanStore {
   close() { return this.inner.close(); }
   ping() { return this.inner.ping(); }
   query(sql: string, params?: readonly unknown[]) { return this.inner.query(sql, params); }
+  queryStream(sql: string, params?: readonly unknown[]) { return this.inner.queryStream(sql, params); }
   readOnlyQuery(sql: string, params?: readonly unknown[]) { return this.inner.readOnlyQuery(sql, params); }
   replaceLines(lines: Buffer, rows: number) { return this.inner.replaceLines(lines, rows); }
   async insertLines(lines: Buffer, rows: number): Promise<void> {

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { encodeRow, spanToRow, UNPRICED } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
-import { bindParams, clickHouseErrorCode, ddlSettingsFor, loadClickHouseMigrations, needsUnquotedCosts, quoteIdentifier, quoteString, splitStatements, sqlLiteral, unquoteCosts } from './clickhouse.js';
+import { ClickHouseError } from '@clickhouse/client';
+import { clickHouseErrorCode } from './clickhouse-errors.js';
+import { unquoteCosts } from './clickhouse-lines.js';
+import { loadClickHouseMigrations, splitStatements } from './clickhouse-migrations.js';
+import { bindParams, quoteIdentifier, quoteString, sqlLiteral } from './clickhouse-sql.js';
+import { ddlSettingsFor, needsUnquotedCosts, serverRules, VERSION_RULES } from './clickhouse-versions.js';
 
 describe('quoteString', () => {
   it('escapes quotes, backslashes and control characters and keeps unicode', () => {
@@ -163,6 +168,14 @@ describe('migrations', () => {
     expect(needsUnquotedCosts('18.16.1')).toBe(true);
     expect(needsUnquotedCosts('24.8.1')).toBe(false);
   });
+
+  it('applies each rule below the version that dropped it, and none to an unreadable version', () => {
+    expect(serverRules('18.16.1')).toEqual({ ddlSettings: { allow_experimental_low_cardinality_type: 1 }, unquoteCosts: true, typedErrors: false });
+    expect(serverRules('20.3.1')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: false });
+    expect(serverRules('21.1.2')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: true });
+    expect(serverRules('')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: true });
+    for (const rule of Object.values(VERSION_RULES)) expect(rule.before).toBeGreaterThan(18);
+  });
 });
 
 describe('clickHouseErrorCode', () => {
@@ -172,5 +185,13 @@ describe('clickHouseErrorCode', () => {
     expect(clickHouseErrorCode(new Error('Code: 53. DB::Exception: Type mismatch'))).toBe(53);
     expect(clickHouseErrorCode(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toBeUndefined();
     expect(clickHouseErrorCode('nope')).toBeUndefined();
+  });
+
+  it("takes the code of the client's typed error, and only that from a server that sends typed errors", () => {
+    const typed = new ClickHouseError({ message: 'Cannot parse input', code: '27', type: 'CANNOT_PARSE_INPUT_ASSERTION_FAILED' });
+    expect(clickHouseErrorCode(typed, true)).toBe(27);
+    expect(clickHouseErrorCode(typed)).toBe(27);
+    // A wording only old servers use is not read as a code from a current one.
+    expect(clickHouseErrorCode(new Error('Code: 53. DB::Exception: Type mismatch'), true)).toBeUndefined();
   });
 });

@@ -103,6 +103,26 @@ describe('DuckDbSpanStore', () => {
     expect(r?.n).toBe(2);
   });
 
+  it('streams a read chunk by chunk while rows are replaced, and stops when the reader stops', async () => {
+    const spans = Array.from({ length: 5000 }, () => makeSpan());
+    const rows = payloadToRows(makePayload({ traces: [makeTrace({ spans })] }), ctx, () => UNPRICED);
+    await store.insertLines(lines(rows), rows.length);
+    let seen = 0;
+    for await (const r of store.queryStream('SELECT span_id, name FROM spans WHERE org_id = ? ORDER BY span_id', [ctx.orgId])) {
+      expect(typeof r.span_id).toBe('string');
+      // A write through the store's writer while the read is open does not end the read.
+      if (seen === 10) await store.replaceLines(lines(rows.slice(0, 1)), 1);
+      seen++;
+    }
+    expect(seen).toBe(5000);
+    let taken = 0;
+    for await (const _ of store.queryStream('SELECT span_id FROM spans')) if (++taken === 3) break;
+    expect(taken).toBe(3);
+    // The store still answers after an abandoned stream.
+    const [n] = await store.query('SELECT count(*)::INTEGER AS n FROM spans');
+    expect(n?.n).toBe(5000);
+  });
+
   it('takes rows in chunks of whole lines, as the write log hands them over', async () => {
     const rows = payloadToRows(makePayload({ traces: [makeTrace({ spans: [makeSpan(), makeSpan(), makeSpan()] }), makeTrace()] }), ctx, () => UNPRICED);
     // More chunks than one vectored write takes (1024), one row each, and empty ones between.

@@ -163,6 +163,21 @@ export class DuckDbSpanStore implements SpanStore {
     return reader.getRowObjectsJson() as QueryRow[];
   }
 
+  async *queryStream(sql: string, params: readonly unknown[] = []): AsyncIterable<QueryRow> {
+    if (this.instance === undefined) throw new Error('span store is not started');
+    // A connection of its own: another statement on a connection ends the stream running on it,
+    // while writes through the writer (reprice replaces rows as it reads) leave this snapshot alone.
+    const conn = await this.instance.connect();
+    try {
+      await conn.run(`USE ${CATALOG}`);
+      const result = await conn.stream(sql, params as DuckDBValue[]);
+      // One data chunk (up to 2,048 rows) at a time.
+      for await (const rows of result.yieldRowObjectJson()) yield* rows as QueryRow[];
+    } finally {
+      conn.closeSync();
+    }
+  }
+
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
     const reader = await this.conn('reader').runAndReadAll(sql, params as DuckDBValue[]);
     return reader.getRowObjectsJson() as QueryRow[];

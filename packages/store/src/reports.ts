@@ -186,7 +186,9 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     params.push(f.model);
   }
   const cols = SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' ? `${d.text(n)} AS ${n}` : k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
-  const stored = (await store.query(`SELECT ${cols} FROM ${d.from} WHERE ${where.join(' AND ')} ORDER BY trace_id, span_id`, params)).map(storedToRow);
+  // Streamed: the rows (texts up to 1M characters each) are never all in memory at once.
+  const stored = store.queryStream(`SELECT ${cols} FROM ${d.from} WHERE ${where.join(' AND ')} ORDER BY trace_id, span_id`, params);
+  let rowsScanned = 0;
   let before = 0n;
   let after = 0n;
   let changed: string[] = [];
@@ -198,7 +200,9 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     await store.replaceLines(Buffer.from(changed.join('\n') + '\n'), changed.length);
     changed = [];
   };
-  for (const row of stored) {
+  for await (const r of stored) {
+    const row = storedToRow(r);
+    rowsScanned++;
     const costs = price(rowToPricedSpan(row), row.org_id);
     before += parseDecimal(row.total_cost);
     after += parseDecimal(costs.total_cost);
@@ -210,5 +214,5 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     if (changed.length >= batchRows) await flush();
   }
   await flush();
-  return { rowsScanned: stored.length, rowsChanged, newlyPriced, costBefore: formatDecimal(before), costAfter: formatDecimal(after), costDifference: formatDecimal(after - before) };
+  return { rowsScanned, rowsChanged, newlyPriced, costBefore: formatDecimal(before), costAfter: formatDecimal(after), costDifference: formatDecimal(after - before) };
 }

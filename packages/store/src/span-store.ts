@@ -34,6 +34,13 @@ export interface SpanStore {
   /** Query for the service's own reports; values bound, never concatenated. */
   query(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
 
+  /**
+   * Like query, but rows are handed out as the store produces them, so a
+   * read over many large rows (repricing) holds a bounded number at a time.
+   * Stop early with `break`: the read is cancelled.
+   */
+  queryStream(sql: string, params?: readonly unknown[]): AsyncIterable<QueryRow>;
+
   /** An ad-hoc query from ops: refused with ReadOnlyQueryError unless it only reads. */
   readOnlyQuery(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
 
