@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import { UsageError } from '@trace-ingest/shared/errors';
-import { PriceEngine } from '@trace-ingest/shared/price-engine';
+import { createPricing } from '@trace-ingest/store/pricing';
 import { reprice, usageReport, type RepriceFilter, type RepriceResult, type UsageFilter, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
 import type { CliContext } from './context.js';
@@ -64,9 +64,8 @@ class DirectAccess implements SpanAccess {
     return (await this.ctx.spans()).readOnlyQuery(sql, params);
   }
   async reprice(f: RepriceFilter): Promise<RepriceResult> {
-    const engine = await PriceEngine.create({ catalogFile: this.ctx.config.PRICE_CATALOG_FILE });
-    engine.setOverrides((await (await this.ctx.keys()).listPriceOverrides()).map(({ createdAt: _c, ...o }) => o));
-    return reprice(await this.ctx.spans(), (span, orgId) => engine.price(span, orgId), f);
+    const pricing = await createPricing(await this.ctx.keys(), { catalogFile: this.ctx.config.PRICE_CATALOG_FILE });
+    return reprice(await this.ctx.spans(), pricing.price, f);
   }
 }
 

@@ -1,7 +1,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { ingestPayloadJsonSchema } from './openapi.js';
-import { formatPath, MAX_REPORTED_ISSUES, validatePayload, type IngestPayload, type ValidationIssue, type ValidationResult } from './schema.js';
+import { codePointLength, formatPath, MAX_REPORTED_ISSUES, validatePayload, type IngestPayload, type ValidationIssue, type ValidationResult } from './schema.js';
 
 /**
  * Validation on the hot path: a compiled JSON Schema validator (ajv) built
@@ -33,24 +33,9 @@ export function createAjv(): Ajv2020 {
   // large batch cost ~8 us per span.
   ajv.removeKeyword('maxLength');
   ajv.removeKeyword('minLength');
-  ajv.addKeyword({ keyword: 'maxLength', type: 'string', schemaType: 'number', errors: false, validate: (max: number, s: string) => s.length <= max || codePoints(s) <= max });
-  ajv.addKeyword({ keyword: 'minLength', type: 'string', schemaType: 'number', errors: false, validate: (min: number, s: string) => s.length >= 2 * min || codePoints(s) >= min });
+  ajv.addKeyword({ keyword: 'maxLength', type: 'string', schemaType: 'number', errors: false, validate: (max: number, s: string) => s.length <= max || codePointLength(s) <= max });
+  ajv.addKeyword({ keyword: 'minLength', type: 'string', schemaType: 'number', errors: false, validate: (min: number, s: string) => s.length >= 2 * min || codePointLength(s) >= min });
   return ajv;
-}
-
-function codePoints(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length - 1; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n--;
-        i++;
-      }
-    }
-  }
-  return n;
 }
 
 let compiled: ValidateFunction | undefined;

@@ -42,14 +42,26 @@ export interface UsageFilter {
   customerId?: string | undefined;
 }
 
-function dialect(kind: SpanStore['kind']) {
+/** How report SQL is spelled on each span store: the one-row-per-span source, text casts, unpriced spans. */
+export interface ReportDialect {
+  /** `spans`, read one row per span (FINAL on ClickHouse). */
+  from: string;
+  /** An expression as text, so decimals and dates come back exact. */
+  text(expr: string): string;
+  /** A condition: the span has a model but no price. */
+  unpricedCondition: string;
+  /** The count of such spans in a group. */
+  unpriced: string;
+}
+
+export function reportDialect(kind: SpanStore['kind']): ReportDialect {
   return kind === 'clickhouse'
-    ? { from: 'spans FINAL', text: (e: string) => `toString(${e})`, unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))" }
-    : { from: 'spans', text: (e: string) => `CAST(${e} AS VARCHAR)`, unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)" };
+    ? { from: 'spans FINAL', text: (e) => `toString(${e})`, unpricedCondition: "priced = 0 AND model_id != ''", unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))" }
+    : { from: 'spans', text: (e) => `CAST(${e} AS VARCHAR)`, unpricedCondition: "NOT priced AND model_id <> ''", unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)" };
 }
 
 export async function usageReport(store: SpanStore, f: UsageFilter): Promise<UsageRow[]> {
-  const d = dialect(store.kind);
+  const d = reportDialect(store.kind);
   const group = GROUPS[f.by];
   const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
@@ -178,7 +190,7 @@ const COST_KEYS: readonly (keyof SpanCosts)[] = ['input_cost', 'output_cost', 'r
  * the second time.
  */
 export async function reprice(store: SpanStore, price: (span: Span, orgId: string) => SpanCosts, f: RepriceFilter, batchRows = 5000): Promise<RepriceResult> {
-  const d = dialect(store.kind);
+  const d = reportDialect(store.kind);
   const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.model !== undefined) {

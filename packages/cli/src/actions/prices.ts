@@ -1,8 +1,10 @@
 import { UsageError } from '@trace-ingest/shared/errors';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
-import { PriceEngine, type PriceQuote } from '@trace-ingest/shared/price-engine';
+import type { PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { PriceOverrideRecord } from '@trace-ingest/store/key-store';
+import { createPricing } from '@trace-ingest/store/pricing';
+import { reportDialect } from '@trace-ingest/store/reports';
 import type { CliContext } from '../context.js';
 import { openSpanAccess } from '../span-access.js';
 
@@ -97,9 +99,7 @@ export async function unsetPrice(ctx: CliContext, input: { model: string; provid
 
 /** The unit prices that would apply, and where they come from. */
 export async function showPrice(ctx: CliContext, input: { model: string; provider?: string | undefined; org?: string | undefined; at?: string | undefined }): Promise<PriceQuote & { at: string }> {
-  const engine = await PriceEngine.create({ catalogFile: ctx.config.PRICE_CATALOG_FILE });
-  const overrides = await (await ctx.keys()).listPriceOverrides();
-  engine.setOverrides(overrides.map(({ createdAt: _c, ...o }) => o));
+  const { engine } = await createPricing(await ctx.keys(), { catalogFile: ctx.config.PRICE_CATALOG_FILE });
   const at = input.at === undefined ? Date.now() : parseDate(input.at, '--at');
   const q = engine.quote({ orgId: await orgIdOf(ctx, input.org), provider: input.provider, model: input.model, at });
   if (q === null) {
@@ -117,10 +117,10 @@ export interface UnpricedModel {
 }
 
 export async function unpricedModels(ctx: CliContext): Promise<UnpricedModel[]> {
-  const ch = ctx.config.CLICKHOUSE_URL !== undefined;
+  const d = reportDialect(ctx.config.CLICKHOUSE_URL !== undefined ? 'clickhouse' : 'duckdb');
   const rows = await (await openSpanAccess(ctx)).sql(
     `SELECT provider, model_id AS model, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen
-       FROM spans${ch ? ' FINAL' : ''} WHERE ${ch ? 'priced = 0' : 'NOT priced'} AND model_id <> '' GROUP BY provider, model_id ORDER BY spans DESC, model`,
+       FROM ${d.from} WHERE ${d.unpricedCondition} GROUP BY provider, model_id ORDER BY spans DESC, model`,
   );
   return rows.map((r) => ({
     provider: String(r.provider),

@@ -1,6 +1,6 @@
 import { PriceEngine, type PriceOverride } from '@trace-ingest/shared/price-engine';
-import type { KeyStore, PriceOverrideRecord } from '@trace-ingest/store/key-store';
-import type { Pricing } from './ingest.js';
+import type { SpanPricer } from '@trace-ingest/shared/rows';
+import type { KeyStore, PriceOverrideRecord } from './key-store.js';
 
 export function toOverride(r: PriceOverrideRecord): PriceOverride {
   return {
@@ -20,12 +20,21 @@ export function toOverride(r: PriceOverrideRecord): PriceOverride {
   };
 }
 
+export interface Pricing {
+  readonly engine: PriceEngine;
+  /** Reloads the overrides when their version changed since the last load. */
+  refresh(): Promise<void>;
+  readonly price: SpanPricer;
+}
+
 /**
- * The catalog plus the key store's overrides. Before each batch the
- * overrides' version is compared (one indexed read), so a change made with
- * the CLI applies to the next request without a restart.
+ * The one way to build the price engine: the catalog plus the key store's
+ * overrides, for the server and for the CLI alike. The server calls refresh()
+ * before each batch, which compares the overrides' version (one indexed
+ * read), so a change made with the CLI applies to the next request without a
+ * restart.
  */
-export async function createPricing(keys: KeyStore, opts: { catalogFile?: string | undefined }): Promise<Pricing & { engine: PriceEngine }> {
+export async function createPricing(keys: Pick<KeyStore, 'priceOverridesVersion' | 'listPriceOverrides'>, opts: { catalogFile?: string | undefined }): Promise<Pricing> {
   const engine = await PriceEngine.create({ catalogFile: opts.catalogFile });
   let version = '';
   const refresh = async (): Promise<void> => {
