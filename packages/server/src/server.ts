@@ -93,10 +93,6 @@ export class IngestServer {
     return (this.http?.address() as AddressInfo | null)?.port ?? 0;
   }
 
-  get writeLog(): WriteLog | undefined {
-    return this.log;
-  }
-
   async start(): Promise<void> {
     const c = this.config;
     const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS, duckdbThreads: c.DUCKDB_THREADS, duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT };

@@ -200,14 +200,6 @@ export class WriteLog {
     return [...this.sealed];
   }
 
-  /** Reads a sealed segment's whole records at once; a torn tail is reported, not thrown. */
-  async read(seg: SegmentInfo): Promise<{ records: WalRecord[]; tornBytes: number }> {
-    const tail = { tornBytes: 0 };
-    const records: WalRecord[] = [];
-    for await (const r of this.records(seg, tail)) records.push(r);
-    return { records, tornBytes: tail.tornBytes };
-  }
-
   /**
    * A sealed segment's whole records, read and checked one at a time: a
    * segment can hold 64 MiB, and reading and checking it in one piece held

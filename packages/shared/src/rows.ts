@@ -155,8 +155,6 @@ export const SPAN_COLUMNS: ReadonlyArray<readonly [keyof SpanRow & string, Colum
   ['span_metadata_values', 'string_array'],
 ];
 
-export const SPAN_COLUMN_NAMES: readonly string[] = SPAN_COLUMNS.map(([n]) => n);
-
 /** The cost columns of one span, decimal strings in USD. */
 export interface SpanCosts {
   input_cost: string;
@@ -173,7 +171,7 @@ export interface SpanCosts {
   price_source: string;
 }
 
-export const ZERO_COST = '0';
+const ZERO_COST = '0';
 
 export const UNPRICED: Readonly<SpanCosts> = Object.freeze({
   input_cost: ZERO_COST,
@@ -300,13 +298,6 @@ export function spanToRow(trace: Trace, span: Span, ctx: RowContext, costs: Span
   };
 }
 
-/** Number of spans in a validated payload. */
-export function countSpans(payload: IngestPayload): number {
-  let n = 0;
-  for (const t of payload.traces) n += t.spans.length;
-  return n;
-}
-
 /** All rows of a validated payload, priced by `price`. */
 export function payloadToRows(payload: IngestPayload, ctx: RowContext, price: SpanPricer): SpanRow[] {
   const rows: SpanRow[] = [];
@@ -393,7 +384,3 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
 
 // An escape \ud800-\udfff not itself preceded by an escaped backslash.
 const LONE_SURROGATE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u[dD][89a-fA-F][0-9a-fA-F]{2}/g;
-
-export function decodeRow(line: string): SpanRow {
-  return JSON.parse(line) as SpanRow;
-}
