@@ -20,15 +20,16 @@ export interface Pricing {
   readonly price: SpanPricer;
 }
 
+/** What the handler uses of each part, so tests can hand in a fake for one of them. */
 export interface IngestDeps {
   maxBodyBytes: number;
-  auth: Authenticator;
+  auth: Pick<Authenticator, 'authenticate'>;
   limiter: RateLimiter;
   quota: QuotaCounter;
   pricing: Pricing;
-  log: WriteLog;
-  flusher: Flusher;
-  slots: BodySlots;
+  log: Pick<WriteLog, 'append'>;
+  flusher: Pick<Flusher, 'notify'>;
+  slots: Pick<BodySlots, 'acquire'>;
   metrics: Metrics;
   logger: Logger;
   isDraining: () => boolean;

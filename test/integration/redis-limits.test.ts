@@ -9,7 +9,7 @@ import { QuotaExceededError, RateLimitedError, ServiceUnavailableError } from '@
 import { utcMonth } from '@trace-ingest/shared/ids';
 import { PostgresKeyStore } from '@trace-ingest/store/control-store-postgres';
 import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
-import { RedisQuotaCounter, RedisRateLimiter, createRedisClient, waitForRedis } from './redis-limits.js';
+import { RedisQuotaCounter, RedisRateLimiter, createRedisClient, waitForRedis } from '../../packages/server/src/redis-limits.js';
 
 // The Redis server of the test machine is shared with other runs: every key
 // this file writes starts with its own prefix, and only those are deleted.
