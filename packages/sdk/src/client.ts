@@ -290,6 +290,12 @@ export class TraceIngest implements SpanSink {
       this.stats.dropped++;
       return;
     }
+    if (this.whenFull === 'drop-newest' && this.queue.spans >= this.queue.maxSpans) {
+      // Full by count: refuse before spending time on checking and serializing.
+      this.stats.dropped++;
+      this.reportFull();
+      return;
+    }
     const problem = prepared.problem ?? spanProblem(span);
     if (problem !== undefined) {
       this.stats.failed++;
