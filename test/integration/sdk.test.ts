@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import type { TraceIngestError} from '@trace-ingest/sdk';
+import type { TraceIngestError } from '@trace-ingest/sdk';
 import { TraceIngest, anthropicUsage, openaiChatUsage, type TraceIngestOptions, type TraceV1 } from '@trace-ingest/sdk';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
