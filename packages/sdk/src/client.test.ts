@@ -87,6 +87,36 @@ describe('TraceIngest', () => {
     expect(c.getStats()).toMatchObject({ sent: 2, retried: 2, failed: 0 });
   });
 
+  it('sends on a runtime without AbortSignal.any, and a timed-out request is retried', async () => {
+    const any = AbortSignal.any;
+    (AbortSignal as { any?: unknown }).any = undefined;
+    onTestFinished(() => {
+      AbortSignal.any = any;
+    });
+    let slow = true;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (slow) {
+          slow = false;
+          return; // never answers: the client's request timeout fires
+        }
+        res.writeHead(202, { 'content-type': 'application/json' });
+        res.end('{"accepted":1}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    onTestFinished(() => {
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    });
+    const { c, errors } = make(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { requestTimeoutMs: 200, retry: { initialDelayMs: 10, maxDelayMs: 20 } });
+    c.send(trace('t', 1));
+    expect(await c.flush()).toBe(true);
+    expect(errors).toEqual([]);
+    expect(c.getStats()).toMatchObject({ sent: 1, retried: 1 });
+  });
+
   it('reports a 413 as final', async () => {
     const srv = await listener(() => ({ status: 413, body: { error: 'too large', code: 'TI_ERR_PAYLOAD_TOO_LARGE' } }));
     const { c, errors } = make(srv.url);

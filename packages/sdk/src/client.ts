@@ -113,6 +113,23 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** The client's abort signal and a per-request timeout as one signal (AbortSignal.any where the runtime has it). */
+function requestSignal(outer: AbortSignal, timeoutMs: number): { signal: AbortSignal; done(): void } {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  if (typeof AbortSignal.any === 'function') return { signal: AbortSignal.any([outer, timeout]), done: () => undefined };
+  const c = new AbortController();
+  const abort = (): void => c.abort();
+  outer.addEventListener('abort', abort, { once: true });
+  timeout.addEventListener('abort', abort, { once: true });
+  return {
+    signal: c.signal,
+    done: () => {
+      outer.removeEventListener('abort', abort);
+      timeout.removeEventListener('abort', abort);
+    },
+  };
+}
+
 async function gzip(text: string): Promise<Uint8Array<ArrayBuffer>> {
   const stream = new Blob([text]).stream().pipeThrough(new CompressionStream('gzip'));
   return new Uint8Array(await new Response(stream).arrayBuffer());
@@ -370,9 +387,9 @@ export class TraceIngest implements SpanSink {
     for (let attempt = 0; ; attempt++) {
       let verdict: ReturnType<typeof classify>;
       let last: TraceIngestError;
+      const req = requestSignal(this.abort.signal, this.requestTimeoutMs);
       try {
-        const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(this.requestTimeoutMs)]);
-        const res = await this.fetchFn(`${this.baseUrl}/ingest`, { method: 'POST', headers, body, signal });
+        const res = await this.fetchFn(`${this.baseUrl}/ingest`, { method: 'POST', headers, body, signal: req.signal });
         const text = await res.text().catch(() => '');
         verdict = classify(res.status, res.headers.get('retry-after'));
         if (verdict.kind === 'sent') {
@@ -388,6 +405,8 @@ export class TraceIngest implements SpanSink {
         }
         verdict = { kind: 'retry' };
         last = new TraceIngestError(`could not reach ${this.baseUrl}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`, 'SDK_TRANSPORT', batch.spans);
+      } finally {
+        req.done();
       }
       if (verdict.kind === 'final') {
         this.stats.failed += batch.spans;
