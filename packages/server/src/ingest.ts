@@ -74,6 +74,7 @@ export function ingestHandler(deps: IngestDeps) {
       release();
     }
     deps.flusher.notify();
+    // The batch will be stored: from here on the answer is 202 (a failed count is retried by the counter).
     await deps.quota.add(key.orgId, batch.rows, now);
 
     deps.metrics.spansAccepted.inc(batch.rows);

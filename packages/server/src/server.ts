@@ -18,7 +18,7 @@ import { Flusher } from './flusher.js';
 import type { Pricing } from './ingest.js';
 import { Metrics } from './metrics.js';
 import { createPricing } from './pricing.js';
-import { StoreQuotaCounter, type QuotaCounter } from './quota.js';
+import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.js';
 import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';
 import { WriteLog } from './write-log.js';
 
@@ -69,7 +69,7 @@ export class IngestServer {
   private keyStore: KeyStore | undefined;
   private spanStore: SpanStore | undefined;
   private limiter: RateLimiter | undefined;
-  private quota: QuotaCounter | undefined;
+  private quota: ReconcilingQuota | undefined;
   private log: WriteLog | undefined;
   private flusher: Flusher | undefined;
   private http: http.Server | undefined;
@@ -127,13 +127,14 @@ export class IngestServer {
       const limiter = new RedisRateLimiter(c.REDIS_URL, { keyPrefix: c.REDIS_KEY_PREFIX });
       const quota = new RedisQuotaCounter(c.REDIS_URL, keyStore, { keyPrefix: c.REDIS_KEY_PREFIX, onRedisError });
       this.limiter = limiter;
-      this.quota = quota;
+      this.quota = this.reconciling(quota);
       // Connect before listening, so the first requests are not refused while the client connects.
       await Promise.all([limiter.ready(5000), quota.ready(5000)]).catch((e: unknown) => this.logger.warn({ err: e }, 'redis is not reachable yet; requests get 503 until it is'));
     } else {
       this.limiter = this.parts.limiter ?? new MemoryRateLimiter();
-      this.quota = this.parts.quota ?? new StoreQuotaCounter(keyStore);
+      this.quota = this.reconciling(this.parts.quota ?? new StoreQuotaCounter(keyStore));
     }
+    await this.quota.start();
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
     fastValidator();
 
@@ -192,6 +193,11 @@ export class IngestServer {
         `no API keys yet: create one with "npx trace-ingest orgs create <org>" then "npx trace-ingest keys create --org <org>" (same DATA_DIR=${c.dataDir})`,
       );
     }
+  }
+
+  /** Once a batch is in the write log its answer is 202: a failing quota store is caught up later. */
+  private reconciling(quota: QuotaCounter): ReconcilingQuota {
+    return new ReconcilingQuota(quota, { pendingFile: path.join(this.config.dataDir, 'quota-owed.json'), logger: this.logger, metrics: this.metrics });
   }
 
   /** Headless install: TRACE_INGEST_INIT_ORG / TRACE_INGEST_INIT_API_KEY create the org and key when absent. */
