@@ -146,7 +146,10 @@ export class IngestServer {
       pricing,
       log: this.log,
       flusher: this.flusher,
-      slots: new BodySlots(c.MAX_CONCURRENT_BODIES),
+      slots: new BodySlots(c.MAX_CONCURRENT_BODIES, (held, waiting) => {
+        this.metrics.bodySlotsHeld.set(held);
+        this.metrics.bodySlotsWaiting.set(waiting);
+      }),
       metrics: this.metrics,
       logger: this.logger,
       isDraining: () => this.draining,
