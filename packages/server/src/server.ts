@@ -98,7 +98,7 @@ export class IngestServer {
 
   async start(): Promise<void> {
     const c = this.config;
-    const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS, duckdbThreads: c.DUCKDB_THREADS, duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT };
+    const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS, duckdbThreads: c.DUCKDB_THREADS, duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT, logger: this.logger };
     const keyStore = this.parts.keyStore ?? (await createKeyStore(storeOpts));
     this.keyStore = keyStore;
     await keyStore.start();
