@@ -401,9 +401,9 @@ function spanTypeOf(a: Attrs): SpanType {
 }
 
 function providerOf(a: Attrs): string | undefined {
-  const p = a.first(PROVIDER_KEYS.slice(0, 4));
-  if (p !== undefined) return p;
-  const vercel = a.str('ai.model.provider');
+  // The Vercel AI SDK writes its own provider string into gen_ai.system too.
+  if (a.str('ai.operationId') === undefined) return a.first(PROVIDER_KEYS);
+  const vercel = a.first(['ai.model.provider', 'gen_ai.provider.name', 'gen_ai.system']);
   if (vercel === undefined) return undefined;
   for (const [prefix, id] of Object.entries(VERCEL_PROVIDERS)) if (vercel === prefix || vercel.startsWith(prefix + '.')) return id;
   const dot = vercel.indexOf('.');
@@ -527,7 +527,7 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
 
   if ((s.status?.code ?? 0) === STATUS_ERROR) {
     span.status = 'error';
-    const msg = s.status?.message ?? exceptionMessage(s.events);
+    const msg = s.status?.message || exceptionMessage(s.events);
     if (msg !== undefined && msg !== '') span.errorMessage = fit(msg, 8192, 'errorMessage', truncated);
   }
 
