@@ -10,14 +10,12 @@ import { codePointLength, LIMITS, MAX_EPOCH_MS, type Customer, type Metadata, ty
  * The input types describe the decoded message structurally, so both the
  * protobuf decoder's messages and plain objects fit. 64-bit integers may be
  * numbers, decimal strings or Long-like `{ low, high, unsigned }` objects.
- * A oneof (AnyValue) is read through its `value` discriminator when the
- * decoder provides one, else by the first member present.
+ * A oneof (AnyValue) member counts as set when it is an own property.
  */
 
 export type Int64Like = number | string | { low: number; high: number; unsigned?: boolean };
 
 export interface OtlpAnyValue {
-  value?: string | null;
   stringValue?: string | null;
   boolValue?: boolean | null;
   intValue?: Int64Like | null;
@@ -104,6 +102,7 @@ const CACHE_WRITE_KEYS = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.us
 const REASONING_KEYS = ['gen_ai.usage.reasoning.output_tokens', 'gen_ai.usage.reasoning_tokens', 'llm.token_count.completion_details.reasoning', 'ai.usage.reasoningTokens'];
 const TOTAL_KEYS = ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens', 'llm.token_count.total', 'ai.usage.totalTokens'];
 const USAGE_KEYS = [INPUT_KEYS, OUTPUT_KEYS, CACHE_READ_KEYS, CACHE_WRITE_KEYS, REASONING_KEYS, TOTAL_KEYS].flat();
+const USAGE_KEY_SET = new Set(USAGE_KEYS);
 
 const INPUT_TEXT_KEYS = ['gen_ai.input.messages', 'input.value', 'ai.prompt.messages', 'ai.prompt', 'gen_ai.prompt'];
 const OUTPUT_TEXT_KEYS = ['gen_ai.output.messages', 'output.value', 'ai.response.text', 'ai.response.object', 'gen_ai.completion'];
@@ -201,15 +200,23 @@ function allZero(b: Uint8Array): boolean {
   return true;
 }
 
+const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+
+/**
+ * The member of the AnyValue oneof that is set. A decoded message has the
+ * members' defaults on its prototype and the set one as an own property (the
+ * decoder's `value` getter finds it the same way, but lists all keys on every
+ * call: it was the largest cost of the mapping); a plain object has only
+ * what was sent.
+ */
 function oneofName(v: OtlpAnyValue): string | undefined {
-  if (typeof v.value === 'string') return v.value;
-  if (v.stringValue !== undefined && v.stringValue !== null) return 'stringValue';
-  if (v.intValue !== undefined && v.intValue !== null) return 'intValue';
-  if (v.doubleValue !== undefined && v.doubleValue !== null) return 'doubleValue';
-  if (v.boolValue !== undefined && v.boolValue !== null) return 'boolValue';
-  if (v.arrayValue !== undefined && v.arrayValue !== null) return 'arrayValue';
-  if (v.kvlistValue !== undefined && v.kvlistValue !== null) return 'kvlistValue';
-  if (v.bytesValue !== undefined && v.bytesValue !== null) return 'bytesValue';
+  if (hasOwn(v, 'stringValue') && v.stringValue !== null && v.stringValue !== undefined) return 'stringValue';
+  if (hasOwn(v, 'intValue') && v.intValue !== null && v.intValue !== undefined) return 'intValue';
+  if (hasOwn(v, 'doubleValue') && v.doubleValue !== null && v.doubleValue !== undefined) return 'doubleValue';
+  if (hasOwn(v, 'boolValue') && v.boolValue !== null && v.boolValue !== undefined) return 'boolValue';
+  if (hasOwn(v, 'arrayValue') && v.arrayValue !== null && v.arrayValue !== undefined) return 'arrayValue';
+  if (hasOwn(v, 'kvlistValue') && v.kvlistValue !== null && v.kvlistValue !== undefined) return 'kvlistValue';
+  if (hasOwn(v, 'bytesValue') && v.bytesValue !== null && v.bytesValue !== undefined) return 'bytesValue';
   return undefined;
 }
 
@@ -335,49 +342,71 @@ class MetadataBuilder {
 
 // ---------------------------------------------------------------- spans
 
-interface Attrs {
-  get(key: string): OtlpAnyValue | undefined;
-  str(key: string): string | undefined;
-  first(keys: readonly string[]): string | undefined;
-  count(keys: readonly string[]): number | undefined;
-  list: readonly OtlpKeyValue[];
+/**
+ * Every attribute name the mapping reads has a slot number; a span's
+ * attributes are sorted into an array by slot in one pass, so each of the
+ * ~60 lookups per span is an array read (a Map per span, or a scan per
+ * lookup, was the largest cost of the mapping).
+ */
+const SLOTS = new Map<string, number>();
+function slotOf(key: string): number {
+  let i = SLOTS.get(key);
+  if (i === undefined) {
+    i = SLOTS.size;
+    SLOTS.set(key, i);
+  }
+  return i;
 }
+for (const k of [...CONSUMED, ...USAGE_KEYS, ...DEFAULT_OTLP_MAPPING.customerAttributes, ...DEFAULT_OTLP_MAPPING.sessionAttributes]) slotOf(k);
+for (const k of ['ai.operationId', 'service.name', 'gen_ai.prompt', 'gen_ai.completion', 'exception.message', 'exception.type']) slotOf(k);
 
-function attrs(list: readonly OtlpKeyValue[] | null | undefined): Attrs {
-  const l = list ?? [];
-  let map: Map<string, OtlpAnyValue> | undefined;
-  const get = (key: string): OtlpAnyValue | undefined => {
-    if (map === undefined) {
-      map = new Map();
-      for (const kv of l) if (typeof kv.key === 'string' && kv.value !== null && kv.value !== undefined && !map.has(kv.key)) map.set(kv.key, kv.value);
+class Attrs {
+  private readonly vals: (OtlpAnyValue | undefined)[];
+
+  constructor(readonly list: readonly OtlpKeyValue[]) {
+    this.vals = new Array<OtlpAnyValue | undefined>(SLOTS.size);
+    for (const kv of list) {
+      const k = kv.key;
+      if (typeof k !== 'string') continue;
+      const i = SLOTS.get(k);
+      // The first of repeated keys counts, as in a Map filled in order.
+      if (i !== undefined && this.vals[i] === undefined && kv.value !== null && kv.value !== undefined) this.vals[i] = kv.value;
     }
-    return map.get(key);
-  };
-  const str = (key: string): string | undefined => {
-    const v = get(key);
+  }
+
+  get(key: string): OtlpAnyValue | undefined {
+    const i = SLOTS.get(key);
+    if (i !== undefined) return this.vals[i];
+    for (const kv of this.list) if (kv.key === key && kv.value !== null && kv.value !== undefined) return kv.value;
+    return undefined;
+  }
+
+  str(key: string): string | undefined {
+    const v = this.get(key);
     if (v === undefined) return undefined;
     const t = anyValueToText(v);
     return t === '' ? undefined : t;
-  };
-  return {
-    list: l,
-    get,
-    str,
-    first: (keys) => {
-      for (const k of keys) {
-        const s = str(k);
-        if (s !== undefined) return s;
-      }
-      return undefined;
-    },
-    count: (keys) => {
-      for (const k of keys) {
-        const c = countOf(get(k));
-        if (c !== undefined) return c;
-      }
-      return undefined;
-    },
-  };
+  }
+
+  first(keys: readonly string[]): string | undefined {
+    for (const k of keys) {
+      const s = this.str(k);
+      if (s !== undefined) return s;
+    }
+    return undefined;
+  }
+
+  count(keys: readonly string[]): number | undefined {
+    for (const k of keys) {
+      const c = countOf(this.get(k));
+      if (c !== undefined) return c;
+    }
+    return undefined;
+  }
+}
+
+function attrs(list: readonly OtlpKeyValue[] | null | undefined): Attrs {
+  return new Attrs(list ?? []);
 }
 
 /** The Vercel AI SDK's outer spans repeat the sum of their `.do*` children's usage: pricing both would count tokens twice. */
@@ -554,7 +583,7 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   for (const kv of a.list) {
     const k = kv.key;
     if (typeof k !== 'string' || CONSUMED.has(k) || INDEXED.test(k)) continue;
-    if (!wrapper && USAGE_KEYS.includes(k)) continue;
+    if (!wrapper && USAGE_KEY_SET.has(k)) continue;
     meta.add(k, anyValueToText(kv.value));
   }
   const metadata = meta.build(truncated.length > 0 ? [TRUNCATED_KEY, truncated.join(',')] : undefined);
@@ -599,6 +628,8 @@ interface Group {
  * and named in the span's `otel.truncated` metadata entry.
  */
 export function mapExportRequest(req: OtlpExportRequest, opts: OtlpMappingOptions = DEFAULT_OTLP_MAPPING): MappedTraces {
+  for (const k of opts.customerAttributes) slotOf(k);
+  for (const k of opts.sessionAttributes) slotOf(k);
   const groups: Group[] = [];
   const rootNames = new Map<string, string>();
   const reasons: string[] = [];
