@@ -301,11 +301,12 @@ function fitMeta(s: string, max: number): string {
 }
 
 /**
- * Builds a v1 metadata map within its limits: at most 64 entries (the last
- * one, when more were offered, names what was left out), keys of at most 128
- * and values of at most 1024 code points (longer ones cut and ended with
- * "…"). Entries come in the order they were added; a later duplicate key is
- * ignored.
+ * Builds a v1 metadata map within its limits (64 entries, keys of 128 and
+ * values of 1024 code points): the first 62 entries in the order added (a
+ * later duplicate key is ignored), then `otel.truncated` when a field of the
+ * span or trace was cut, and `otel.dropped_attributes` with the number and
+ * names of the entries left out. Keys and values over their limit are cut to
+ * one code point less and ended with "…".
  */
 class MetadataBuilder {
   private readonly m: Record<string, string> = Object.create(null) as Record<string, string>;
