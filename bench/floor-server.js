@@ -48,6 +48,8 @@ const server = http.createServer((req, res) => {
     res.end(JSON.stringify({ accepted }));
   });
 });
+// Loaded before listening, as the service loads its codec at start.
+if (mode === 'parse') otlpRequest();
 server.keepAliveTimeout = 65_000;
 server.listen(0, '127.0.0.1', () => process.stdout.write(`${server.address().port}\n`));
 process.on('SIGTERM', () => {

@@ -25,6 +25,7 @@ const REASONS: Record<string, string> = {
   TI_ERR_RATE_LIMITED: 'rate_limit',
   TI_ERR_QUOTA_EXCEEDED: 'quota',
   TI_ERR_INVALID_JSON: 'validation',
+  TI_ERR_INVALID_OTLP: 'validation',
   TI_ERR_VALIDATION: 'validation',
   TI_ERR_CONTENT_TYPE: 'validation',
   TI_ERR_CONTENT_ENCODING: 'validation',

@@ -106,6 +106,11 @@ export class OtlpCodec {
     this.request = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
     this.response = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse');
     this.status = root.lookupType('google.rpc.Status');
+    // protobufjs generates each type's decoder on first use: do it now, not on the first request.
+    this.decodeRequest(this.encodeRequestFromJson(WARM_UP), 'protobuf');
+    this.decodeRequest(Buffer.from(JSON.stringify(WARM_UP)), 'json');
+    this.encodeResponse('protobuf', 1, 'warm-up');
+    this.encodeStatus('protobuf', GRPC.INTERNAL, 'warm-up');
   }
 
   decodeRequest(body: Buffer, format: OtlpFormat): OtlpExportRequest {
@@ -164,6 +169,39 @@ export class OtlpCodec {
     return this.status.toObject(this.status.decode(bytes), { defaults: true });
   }
 }
+
+/** One span with a value of every AnyValue kind, an event and a link: it reaches every message type. */
+const WARM_UP = {
+  resourceSpans: [
+    {
+      resource: { attributes: [{ key: 's', value: { stringValue: 'x' } }] },
+      scopeSpans: [
+        {
+          scope: { name: 'warm-up' },
+          spans: [
+            {
+              traceId: '0102030405060708090a0b0c0d0e0f10',
+              spanId: '0102030405060708',
+              name: 'warm-up',
+              startTimeUnixNano: '1',
+              endTimeUnixNano: '2',
+              attributes: [
+                { key: 'i', value: { intValue: '1' } },
+                { key: 'd', value: { doubleValue: 1.5 } },
+                { key: 'b', value: { boolValue: true } },
+                { key: 'a', value: { arrayValue: { values: [{ stringValue: 'x' }] } } },
+                { key: 'k', value: { kvlistValue: { values: [{ key: 'x', value: { bytesValue: 'AQ==' } }] } } },
+              ],
+              events: [{ name: 'e', timeUnixNano: '1', attributes: [] }],
+              links: [{ traceId: '0102030405060708090a0b0c0d0e0f10', spanId: '0102030405060708' }],
+              status: { code: 2, message: 'x' },
+            },
+          ],
+        },
+      ],
+    },
+  ],
+};
 
 const HEX = /^(?:[0-9a-fA-F]{2})*$/;
 
