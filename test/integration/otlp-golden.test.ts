@@ -23,7 +23,7 @@ interface UsageFixture {
 
 interface ErrorFixture {
   description: string;
-  setup: 'none' | 'quota' | 'rate' | 'limit' | 'draining';
+  setup: 'none' | 'quota' | 'rate' | 'limit' | 'draining' | 'keystore-closed';
   formats: OtlpFormat[];
   request: {
     body?: unknown;
@@ -103,7 +103,7 @@ function normalize(v: unknown): unknown {
 describe('golden OTLP documents: every answer of POST /v1/traces', () => {
   const servers = new Map<string, TestServer>();
   async function serverFor(setup: ErrorFixture['setup']): Promise<TestServer> {
-    const kind = setup === 'limit' ? 'limit' : setup === 'draining' ? `draining-${servers.size}` : 'plain';
+    const kind = setup === 'limit' ? 'limit' : setup === 'draining' || setup === 'keystore-closed' ? `${setup}-${servers.size}` : 'plain';
     let t = servers.get(kind);
     if (t === undefined) {
       t = await startTestServer(setup === 'limit' ? { INGEST_MAX_BODY_BYTES: String(64 * 1024) } : setup === 'draining' ? { DRAIN_GRACE_MS: '2000' } : {});
@@ -145,6 +145,7 @@ describe('golden OTLP documents: every answer of POST /v1/traces', () => {
         const send = () => fetch(`${t.url}/v1/traces`, { method: r.method ?? 'POST', headers, ...(body === undefined || r.method === 'GET' ? {} : { body }) });
 
         if (fx.setup === 'draining') void t.server.shutdown();
+        if (fx.setup === 'keystore-closed') await t.keys.close();
         let res = await send();
         if (fx.setup === 'rate') {
           for (let i = 0; i < 5 && res.status !== fx.expect.status; i++) res = await send();
@@ -157,7 +158,7 @@ describe('golden OTLP documents: every answer of POST /v1/traces', () => {
           const partial = answer.partialSuccess as { rejectedSpans?: number | string; errorMessage?: string } | undefined;
           expect(Number(partial?.rejectedSpans ?? 0)).toBe(fx.expect.rejectedSpans ?? 0);
           if (fx.expect.message !== undefined) expect(partial?.errorMessage).toMatch(new RegExp(fx.expect.message, 's'));
-          if (fx.setup !== 'draining') expect(await t.spans('SELECT span_id FROM spans WHERE org_id = ?', [orgId])).toHaveLength(fx.expect.rows ?? 0);
+          if (fx.setup === 'none') expect(await t.spans('SELECT span_id FROM spans WHERE org_id = ?', [orgId])).toHaveLength(fx.expect.rows ?? 0);
         } else {
           expect(answer.code).toBe(fx.expect.grpcCode);
           expect(String(answer.message)).toMatch(new RegExp(fx.expect.message ?? '', 'i'));
