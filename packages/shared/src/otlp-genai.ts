@@ -192,7 +192,8 @@ export function nanosToMillis(v: Int64Like | null | undefined): number | undefin
 
 function hex(b: Uint8Array | null | undefined): string {
   if (b === null || b === undefined || b.length === 0) return '';
-  return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');
+  // The protobuf decoder gives Buffers; a view is made only for other byte arrays.
+  return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('hex');
 }
 
 function allZero(b: Uint8Array): boolean {
@@ -335,9 +336,8 @@ class MetadataBuilder {
       this.m[DROPPED_KEY] = fitMeta(`${this.dropped.length} left out: ${this.dropped.join(', ')}`, LIMITS.metadataValueChars);
       this.n++;
     }
-    if (this.n === 0) return undefined;
-    // A plain object (not null-prototype): the validator and JSON see an ordinary map.
-    return { ...this.m };
+    // Without a prototype, so an attribute named "__proto__" is an entry like any other (as JSON.parse makes it).
+    return this.n === 0 ? undefined : this.m;
   }
 }
 
@@ -583,7 +583,7 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   const meta = new MetadataBuilder(1);
   for (const kv of a.list) {
     const k = kv.key;
-    if (typeof k !== 'string' || CONSUMED.has(k) || INDEXED.test(k)) continue;
+    if (typeof k !== 'string' || CONSUMED.has(k) || INDEXED.test(k) || opts.customerAttributes.includes(k) || opts.sessionAttributes.includes(k)) continue;
     if (!wrapper && USAGE_KEY_SET.has(k)) continue;
     meta.add(k, anyValueToText(kv.value));
   }
