@@ -12,6 +12,7 @@ import type { SpanStore } from '@trace-ingest/store/span-store';
 import express from 'express';
 import { AdminServer } from './admin.js';
 import { createApp, metricsHandler } from './app.js';
+import { OtlpCodec } from './otlp-codec.js';
 import { Authenticator } from './auth.js';
 import { BodySlots } from './body.js';
 import { Flusher } from './flusher.js';
@@ -153,6 +154,7 @@ export class IngestServer {
       metrics: this.metrics,
       logger: this.logger,
       isDraining: () => this.draining,
+      otlp: { codec: new OtlpCodec(), mapping: { customerAttributes: c.OTLP_CUSTOMER_ATTRIBUTES, sessionAttributes: c.OTLP_SESSION_ATTRIBUTES } },
       serveMetrics: c.METRICS_PORT === undefined,
       checkReady: async () => {
         await keyStore.ping();
