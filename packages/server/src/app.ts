@@ -134,12 +134,8 @@ export function errorMiddleware(logger: Logger, metrics: Metrics, otlp?: OtlpCod
     res.locals.errorCode = e.code;
     // 4xx are the caller's to fix and appear in the request line; 5xx are ours and are logged with their cause.
     if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
-<<<<<<< HEAD
     if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
-    if (req.path === '/ingest') {
-=======
     if (req.path === '/ingest' || req.path === OTLP_TRACES_PATH) {
->>>>>>> otlp
       metrics.requests.inc({ status: String(e.httpCode), code: e.code });
       metrics.batchesRejected.inc({ reason: REASONS[e.code] ?? 'error' });
     }
