@@ -12,6 +12,7 @@ import {
   refusalReason,
   type ErrorCode,
 } from '@trace-ingest/shared/errors';
+import { DEFAULT_OTLP_MAPPING } from '@trace-ingest/shared/otlp-genai';
 import { UNPRICED } from '@trace-ingest/shared/rows';
 import type { ResolvedKey } from '@trace-ingest/store/key-store';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
@@ -19,6 +20,7 @@ import { createApp, type AppDeps } from './app.js';
 import { presentedKey } from './auth.js';
 import { BodySlots } from './body.js';
 import { Metrics } from './metrics.js';
+import { OtlpCodec } from './otlp-codec.js';
 import { MemoryRateLimiter } from './rate-limit.js';
 
 // The HTTP surface in process: createApp over fakes that record what the
@@ -69,6 +71,7 @@ async function harness(over: Partial<AppDeps> = {}): Promise<Harness> {
     isDraining: () => false,
     checkReady: () => Promise.resolve(),
     serveMetrics: true,
+    otlp: { codec: new OtlpCodec(), mapping: DEFAULT_OTLP_MAPPING },
     ...over,
   };
   const server = http.createServer(createApp(deps));

@@ -15,6 +15,8 @@ const CATALOG = {
   TI_ERR_QUOTA_EXCEEDED: { status: [429], surface: 'ingest', reason: 'quota' },
   TI_ERR_INVALID_JSON: { status: [400], surface: 'ingest', reason: 'validation' },
   TI_ERR_VALIDATION: { status: [400], surface: 'ingest', reason: 'validation' },
+  /** POST /v1/traces: a body that is not an OTLP ExportTraceServiceRequest. */
+  TI_ERR_INVALID_OTLP: { status: [400], surface: 'ingest', reason: 'validation' },
   TI_ERR_CONTENT_TYPE: { status: [400], surface: 'ingest', reason: 'validation' },
   TI_ERR_CONTENT_ENCODING: { status: [400], surface: 'ingest', reason: 'validation' },
   TI_ERR_BODY_SIZE: { status: [400], surface: 'ingest', reason: 'validation' },
