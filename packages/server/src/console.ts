@@ -233,7 +233,11 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   const assets = deps.assetsDir ?? defaultAssetsDir();
   if (assets !== undefined && fs.existsSync(path.join(assets, 'index.html'))) {
     app.get('/', (_req, res) => res.redirect(302, '/console/'));
-    app.get('/console', (_req, res) => res.redirect(301, '/console/'));
+    app.use((req, res, next) => {
+      // Relative asset URLs need the trailing slash; '/console/' itself must not match here.
+      if (req.path === '/console') res.redirect(301, '/console/');
+      else next();
+    });
     app.use(
       '/console',
       express.static(assets, {
