@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
+import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { createConsoleToken, revokeConsoleToken } from '@trace-ingest/cli/actions/console';
 import { usage } from '@trace-ingest/cli/actions/usage';
@@ -172,7 +173,8 @@ describe('cost console in a real browser (DuckDB)', () => {
     expect(rows.map((r) => r.group).sort()).toEqual(['acme, inc', 'c1', 'c2']);
     expect(await cells(page, 'customers', 'total_cost')).toEqual(expectedBy(rows, total, (r) => r.costs.total_cost ?? ''));
     expect(await cells(page, 'customers', 'spans')).toEqual(expectedBy(rows, total, (r) => r.spans));
-    expect(await cells(page, 'customers', 'total_tokens')).toEqual(expectedBy(rows, total, (r) => r.tokens.total_tokens));
+    expect(await cells(page, 'customers', 'input_tokens')).toEqual(expectedBy(rows, total, (r) => r.tokens.input_tokens));
+    expect(await cells(page, 'customers', 'output_tokens')).toEqual(expectedBy(rows, total, (r) => r.tokens.output_tokens));
     expect(await page.$$eval('[data-table="customers"] tbody tr:not(.total) svg.spark polyline', (p) => p.length)).toBe(3);
 
     // Sorted by cost, largest first; one click on the heading turns it around.
@@ -257,6 +259,20 @@ describe('cost console in a real browser (DuckDB)', () => {
     await page.waitForSelector('[data-page="customers"]');
     await page.screenshot({ path: path.join(SHOTS, 'customers-phone.png'), fullPage: true });
     await page.context().close();
+  });
+
+  it('answers every console path of the OpenAPI document with the fields it documents', async () => {
+    const doc = buildOpenApiDocument() as { paths: Record<string, { get: { responses: { '200': { content: { 'application/json': { schema: { $ref: string } } } } } } }>; components: { schemas: Record<string, { required?: string[] }> } };
+    const paths = Object.keys(doc.paths).filter((p) => p.startsWith('/console/api/'));
+    expect(paths.length).toBe(6);
+    for (const p of paths) {
+      const url = `http://127.0.0.1:${t.server.consolePort}${p.replace('{traceId}', 'agent-run-12')}?org=acme&from=${FROM}&to=${TO}`;
+      const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+      expect(res.status, p).toBe(200);
+      const name = doc.paths[p]?.get.responses['200'].content['application/json'].schema.$ref.split('/').pop() ?? '';
+      const body = (await res.json()) as Record<string, unknown>;
+      for (const field of doc.components.schemas[name]?.required ?? []) expect(body, `${p} ${field}`).toHaveProperty(field);
+    }
   });
 
   it('stops answering a revoked token on its next request', async () => {

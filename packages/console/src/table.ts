@@ -56,7 +56,7 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
       { 'data-key': isTotal ? 'TOTAL' : spec.rowKey(r), class: isTotal ? 'total' : undefined },
       ...spec.columns.map((c) => {
         const v = c.value(r);
-        const content = c.cell !== undefined && !isTotal ? c.cell(r) : c.kind === 'money' ? usd(String(v)) : c.kind === 'int' && typeof v === 'number' ? int(v) : String(v);
+        const content = c.cell !== undefined ? (isTotal ? '' : c.cell(r)) : c.kind === 'money' ? usd(String(v)) : c.kind === 'int' && typeof v === 'number' ? int(v) : String(v);
         return h('td', { 'data-col': c.key, 'data-value': String(v), class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined }, content);
       }),
     );

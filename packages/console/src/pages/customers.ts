@@ -20,9 +20,10 @@ export const customers: Page = async ({ org, from, to }) => {
       columns: [
         { key: 'group', label: 'Customer', kind: 'text', value: (r) => r.group || '(none)' },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
-        { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
-        { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
-        { key: 'total_tokens', label: 'Tokens', kind: 'int', value: (r) => r.tokens.total_tokens ?? 0 },
+        { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0 },
+        { key: 'cached_input_tokens', label: 'Cached', kind: 'int', value: (r) => r.tokens.cached_input_tokens ?? 0, minor: true },
+        { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0 },
+        { key: 'reasoning_tokens', label: 'Reasoning', kind: 'int', value: (r) => r.tokens.reasoning_tokens ?? 0, minor: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0' },
         { key: 'trend', label: 'Per day', kind: 'node', value: (r) => r.costs.total_cost ?? '0', cell: (r) => sparkline(d.daily[r.group] ?? []), minor: true },
       ],

@@ -19,10 +19,11 @@ export const traces: Page = async ({ org, from, to }) => {
       columns: [
         { key: 'trace_id', label: 'Trace', kind: 'node', value: (r) => r.group, cell: (r) => link(r.group) },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
-        { key: 'total_tokens', label: 'Tokens', kind: 'int', value: (r) => r.tokens.total_tokens ?? 0, minor: true },
+        { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
+        { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0' },
       ],
-      csv: { filename: `traces-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => d.rows.map((r) => ({ trace_id: r.group, spans: r.spans, total_tokens: r.tokens.total_tokens ?? 0, total_cost: r.costs.total_cost ?? '0' })) },
+      csv: { filename: `traces-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => d.rows.map((r) => ({ trace_id: r.group, spans: r.spans, input_tokens: r.tokens.input_tokens ?? 0, output_tokens: r.tokens.output_tokens ?? 0, total_cost: r.costs.total_cost ?? '0' })) },
     }),
   );
   return { node };
@@ -68,7 +69,8 @@ export const trace: Page = async ({ org, arg }) => {
         { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model },
         { key: 'offset_ms', label: 'Start +ms', kind: 'int', value: (s) => s.offsetMs, minor: true },
         { key: 'duration_ms', label: 'ms', kind: 'int', value: (s) => s.durationMs },
-        { key: 'total_tokens', label: 'Tokens', kind: 'int', value: (s) => s.totalTokens, minor: true },
+        { key: 'input_tokens', label: 'In tokens', kind: 'int', value: (s) => s.inputTokens, minor: true },
+        { key: 'output_tokens', label: 'Out tokens', kind: 'int', value: (s) => s.outputTokens, minor: true },
         { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost },
       ],
       csv: {
