@@ -130,6 +130,7 @@ describe('cost console in a real browser (DuckDB)', () => {
     await page.fill('input[name=token]', 'tic_this-token-was-never-created-0000');
     await page.click('button[type=submit]');
     await expect.poll(() => page.textContent('[role=alert]')).toMatch(/Refused: missing, invalid or revoked console token/);
+    await page.screenshot({ path: path.join(SHOTS, 'sign-in-refused.png') });
     expect(await page.$('[data-page]')).toBeNull();
     await page.context().close();
   });
