@@ -122,6 +122,29 @@ describe('cost console in a real browser (DuckDB)', () => {
     }
   });
 
+  it('says what to fix in a bad query, as JSON', async () => {
+    const api = `http://127.0.0.1:${t.server.consolePort}/console/api`;
+    const auth = { headers: { authorization: `Bearer ${token}` } };
+    const cases: [string, number, RegExp][] = [
+      ['overview', 400, /org: is required/],
+      ['overview?org=acme&from=2026-13-01', 400, /not a calendar date/],
+      ['overview?org=acme&from=2026-02-01&to=2026-02-30', 400, /not a calendar date/],
+      ['overview?org=acme&from=20260101', 400, /from: must be a date YYYY-MM-DD/],
+      [`customers?org=acme&from=${TO}&to=${FROM}`, 400, /must not be before/],
+      ['models?org=acme&from=2024-01-01&to=2026-01-01', 400, /at most 366 days/],
+      ['overview?org=nobody', 404, /unknown org "nobody"/],
+      ['traces/no-such-trace?org=acme', 404, /no trace "no-such-trace"/],
+      ['nothing-here', 404, /no console API route/],
+    ];
+    for (const [p, status, error] of cases) {
+      const res = await fetch(`${api}/${p}`, auth);
+      expect(res.status, p).toBe(status);
+      expect(((await res.json()) as { error: string }).error, p).toMatch(error);
+    }
+    const post = await fetch(`${api}/orgs`, { method: 'POST', ...auth });
+    expect(post.status).toBe(405);
+  });
+
   it('refuses a wrong token in the page and shows no figures', async () => {
     const page = await (await browser.newContext()).newPage();
     await page.goto(consoleUrl);

@@ -42,7 +42,7 @@ const MAX_TRACES = 200;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 const RangeQuery = z.object({
-  org: z.string().min(1, { message: 'is required: an org name or id' }),
+  org: z.string({ error: 'is required: an org name or id' }).min(1, { message: 'is required: an org name or id' }),
   from: z.string().regex(DATE, { message: 'must be a date YYYY-MM-DD' }).optional(),
   to: z.string().regex(DATE, { message: 'must be a date YYYY-MM-DD' }).optional(),
 });
@@ -100,7 +100,9 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     const from = r.data.from ?? `${to.slice(0, 7)}-01`;
     const fromMs = Date.parse(`${from}T00:00:00Z`);
     const toMs = Date.parse(`${to}T00:00:00Z`) + DAY_MS;
-    if (!Number.isFinite(fromMs) || !Number.isFinite(toMs)) throw new BadRequestError('TI_ERR_BAD_REQUEST', 'from/to: not a calendar date');
+    // Date.parse rolls 2026-02-30 over into March; a date must survive the round trip.
+    const real = (d: string, ms: number) => Number.isFinite(ms) && new Date(ms).toISOString().slice(0, 10) === d;
+    if (!real(from, fromMs) || !real(to, toMs - DAY_MS)) throw new BadRequestError('TI_ERR_BAD_REQUEST', 'from/to: not a calendar date');
     if (toMs <= fromMs) throw new BadRequestError('TI_ERR_BAD_REQUEST', `to (${to}) must not be before from (${from})`);
     if ((toMs - fromMs) / DAY_MS > MAX_DAYS) throw new BadRequestError('TI_ERR_BAD_REQUEST', `a range covers at most ${MAX_DAYS} days (got ${from} to ${to})`);
     return { org: r.data.org, from, to, fromMs, toMs, days: daysOf(fromMs, toMs) };
