@@ -15,7 +15,7 @@ export interface StackedSeries {
 }
 
 /** Bars per day stacked by model. */
-export function stackedBars(canvas: HTMLCanvasElement, labels: string[], series: StackedSeries[], unit: (exact: string) => string): Chart<'bar'> {
+export function stackedBars(canvas: HTMLCanvasElement, labels: string[], series: StackedSeries[], unit: (exact: string) => string, counts = false): Chart<'bar'> {
   return new Chart(canvas, {
     type: 'bar',
     data: {
@@ -27,7 +27,7 @@ export function stackedBars(canvas: HTMLCanvasElement, labels: string[], series:
       maintainAspectRatio: false,
       animation: false,
       interaction: { mode: 'index', intersect: false },
-      scales: { x: { stacked: true, grid: { display: false } }, y: { stacked: true, beginAtZero: true } },
+      scales: { x: { stacked: true, grid: { display: false } }, y: { stacked: true, beginAtZero: true, ...(counts ? { ticks: { precision: 0 } } : {}) } },
       plugins: {
         legend: { position: 'bottom', labels: { boxWidth: 12 } },
         tooltip: {

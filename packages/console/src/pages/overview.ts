@@ -76,7 +76,7 @@ export const overview: Page = async ({ org, from, to }) => {
     const series = d.models.map((m) => ({ label: m, exact: d.days.map((day) => String(cell(m, day, 'cost'))), values: d.days.map((day) => Number(cell(m, day, 'cost'))) }));
     const spans = d.models.map((m) => ({ label: m, exact: d.days.map((day) => String(cell(m, day, 'spans'))), values: d.days.map((day) => Number(cell(m, day, 'spans'))) }));
     const a = stackedBars(costCanvas, d.days, series, usd);
-    const b = stackedBars(spanCanvas, d.days, spans, (s) => `${int(Number(s))} spans`);
+    const b = stackedBars(spanCanvas, d.days, spans, (s) => `${int(Number(s))} spans`, true);
     return () => {
       a.destroy();
       b.destroy();
