@@ -10,7 +10,7 @@ import { createConsoleToken, revokeConsoleToken } from '@trace-ingest/cli/action
 import { usage } from '@trace-ingest/cli/actions/usage';
 import { runCli } from '@trace-ingest/cli/program';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
-import { usageTotals, type UsageRow } from '@trace-ingest/store/reports';
+import { countGroups, usageReport, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
@@ -316,9 +316,11 @@ describe('console API on ClickHouse', () => {
   let t: TestServer;
   let ctx: CliContext;
   let token: string;
+  let store: ClickHouseSpanStore;
   beforeAll(async () => {
     const url = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_console_${randomBytes(4).toString('hex')}`;
-    t = await startTestServer({ CONSOLE_PORT: '0', CLICKHOUSE_URL: url }, { spanStore: new ClickHouseSpanStore({ url }) });
+    store = new ClickHouseSpanStore({ url });
+    t = await startTestServer({ CONSOLE_PORT: '0', CLICKHOUSE_URL: url }, { spanStore: store });
     const { key } = await t.newKey('acme');
     for (const b of batches()) expect((await t.post(b, { key })).status).toBe(202);
     await t.server.flush();
@@ -346,5 +348,14 @@ describe('console API on ClickHouse', () => {
     expect(trace.spans.map((s) => s.spanId)).toEqual(['root-12', 'plan-12', 'tool-12', 'write-12']);
     const byTrace = await usage(ctx, { org: 'acme', from: FROM, to: TO, by: 'trace' });
     expect(trace.totalCost).toBe(byTrace.find((r) => r.group === 'agent-run-12')?.costs.total_cost);
+
+    // The traces list reads only the most expensive ones, and counts them all.
+    const window = { orgId: (await t.keys.getOrg('acme'))?.id ?? '', from: Date.UTC(2026, 0, 10), to: Date.UTC(2026, 0, 17) };
+    expect(await usageReport(store, { ...window, by: 'trace', limit: 3 })).toEqual(byTrace.slice(0, 3));
+    expect(await countGroups(store, { ...window, by: 'trace' })).toBe(10);
+    const traces = await get<{ rows: UsageRow[]; count: number; total: UsageRow }>(`traces?${q}`);
+    expect(traces.count).toBe(10);
+    expect(traces.rows).toEqual(byTrace);
+    expect(traces.total.costs.total_cost).toBe(usageTotals(byTrace).costs.total_cost);
   });
 });

@@ -10,7 +10,7 @@ import { utcMonth } from '@trace-ingest/shared/ids';
 import type { PriceEngine, PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import type { KeyStore, Org } from '@trace-ingest/store/key-store';
-import { traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
+import { countGroups, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
 import type { Metrics } from './metrics.js';
@@ -187,8 +187,14 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   api.get('/traces', async (req, res) => {
     const q = rangeOf(req);
     const org = await orgOf(res, q.org);
-    const rows = await usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'trace' });
-    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, rows: rows.slice(0, MAX_TRACES), count: rows.length, total: usageTotals(rows) });
+    const window = { orgId: org.id, from: q.fromMs, to: q.toMs };
+    const [rows, count, byModel] = await Promise.all([
+      usageReport(deps.spans, { ...window, by: 'trace', limit: MAX_TRACES }),
+      countGroups(deps.spans, { ...window, by: 'trace' }),
+      usageReport(deps.spans, { ...window, by: 'model' }),
+    ]);
+    // The total of the whole range, not of the traces shown.
+    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, rows, count, total: usageTotals(byModel) });
   });
 
   api.get('/traces/:traceId', async (req, res) => {

@@ -53,9 +53,7 @@ function dialect(kind: SpanStore['kind']) {
     : { from: 'spans', text: (e: string) => `CAST(${e} AS VARCHAR)`, unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)" };
 }
 
-export async function usageReport(store: SpanStore, f: UsageFilter): Promise<UsageRow[]> {
-  const d = dialect(store.kind);
-  const group = GROUPS[f.by];
+function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params: unknown[] } {
   const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.customerId !== undefined) {
@@ -66,11 +64,29 @@ export async function usageReport(store: SpanStore, f: UsageFilter): Promise<Usa
     where.push('trace_id = ?');
     params.push(f.traceId);
   }
+  return { where: where.join(' AND '), params };
+}
+
+/**
+ * Usage grouped by one dimension (and optionally a second inside it). With
+ * `limit`, only that many groups of the largest cost are read (one level of
+ * grouping only), so a range with millions of traces stays cheap.
+ */
+export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
+  const d = dialect(store.kind);
+  const group = GROUPS[f.by];
+  const filter = filterSql(f);
+  let { where, params } = filter;
   const sub = f.then === undefined ? undefined : GROUPS[f.then];
+  if (f.limit !== undefined && sub === undefined) {
+    // Ranked in a subquery: in ClickHouse the outer select's alias total_cost would shadow the column.
+    where += ` AND ${group} IN (SELECT ${group} FROM ${d.from} WHERE ${filter.where} GROUP BY ${group} ORDER BY sum(total_cost) DESC, ${group} LIMIT ${Math.max(0, Math.trunc(f.limit))})`;
+    params = [...params, ...filter.params];
+  }
   const sql = `SELECT ${d.text(group)} AS grp, ${sub === undefined ? '' : `${d.text(sub)} AS sub, `}count(*) AS spans, ${d.unpriced} AS unpriced,
       ${TOKENS.map((t) => `${d.text(`sum(${t})`)} AS ${t}`).join(', ')},
       ${COSTS.map((c) => `${d.text(`sum(${c})`)} AS ${c}`).join(', ')}
-    FROM ${d.from} WHERE ${where.join(' AND ')} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
+    FROM ${d.from} WHERE ${where} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
   const rows = await store.query(sql, params);
   const out = rows.map(
     (r): UsageRow => ({
@@ -87,6 +103,14 @@ export async function usageReport(store: SpanStore, f: UsageFilter): Promise<Usa
     const d2 = parseDecimal(b.costs.total_cost) - parseDecimal(a.costs.total_cost);
     return d2 > 0n ? 1 : d2 < 0n ? -1 : a.group.localeCompare(b.group) || (a.subgroup ?? '').localeCompare(b.subgroup ?? '');
   });
+}
+
+/** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
+export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>): Promise<number> {
+  const d = dialect(store.kind);
+  const { where, params } = filterSql(f);
+  const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
+  return Number(r?.n ?? 0);
 }
 
 /** Every stored column, with decimals and dates as text so they survive either store's driver exactly. */
