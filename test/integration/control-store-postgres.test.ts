@@ -60,7 +60,7 @@ describe('PostgreSQL control store across processes', () => {
       'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
       [store.schema],
     );
-    expect(rows.map((r) => r.table_name)).toEqual(['__drizzle_migrations', 'api_keys', 'orgs', 'plans', 'price_overrides', 'settings', 'usage_months']);
+    expect(rows.map((r) => r.table_name)).toEqual(['__drizzle_migrations', 'api_keys', 'console_tokens', 'orgs', 'plans', 'price_overrides', 'settings', 'usage_months']);
   });
 
   it('takes the schema from ?schema= in the URL, keeping other options', async () => {

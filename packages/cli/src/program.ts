@@ -3,6 +3,7 @@ import { loadConfig } from '@trace-ingest/shared/config';
 import { doctor } from './actions/doctor.js';
 import { migrate } from './actions/migrate.js';
 import { serve } from './actions/serve.js';
+import { registerConsole } from './commands/console.js';
 import { registerKeys } from './commands/keys.js';
 import { registerOrgs } from './commands/orgs.js';
 import { registerPlans } from './commands/plans.js';
@@ -36,7 +37,7 @@ export function buildProgram(deps: ProgramDeps): Command {
     }
   };
   const program = new Command('trace-ingest')
-    .description('Operate a trace-ingest server: schema, plans, orgs, API keys and prices. Uses DATA_DIR, DATABASE_URL and CLICKHOUSE_URL like the server.')
+    .description('Operate a trace-ingest server: schema, plans, orgs, API keys, prices and console tokens. Uses DATA_DIR, DATABASE_URL and CLICKHOUSE_URL like the server.')
     .showHelpAfterError()
     .configureOutput({ writeOut: (s) => out.out(s), writeErr: (s) => out.err(s) })
     .exitOverride();
@@ -86,6 +87,7 @@ export function buildProgram(deps: ProgramDeps): Command {
   registerKeys(program, run);
   registerPrices(program, run);
   registerReports(program, run);
+  registerConsole(program, run);
   return program;
 }
 

@@ -8,6 +8,7 @@ import type { ErrorCode } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { fastValidator } from '@trace-ingest/shared/validate';
 import type { KeyStore } from '@trace-ingest/store/key-store';
+import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import { createPricing } from '@trace-ingest/store/pricing';
 import type { SpanStore } from '@trace-ingest/store/span-store';
@@ -16,6 +17,7 @@ import { AdminServer } from './admin.js';
 import { createApp, metricsHandler } from './app.js';
 import { OtlpCodec } from './otlp-codec.js';
 import { Authenticator } from './auth.js';
+import { createConsoleApp } from './console.js';
 import { BodySlots } from './body.js';
 import { Flusher } from './flusher.js';
 import type { Pricing } from './ingest.js';
@@ -76,6 +78,8 @@ export class IngestServer {
   private flusher: Flusher | undefined;
   private http: http.Server | undefined;
   private metricsHttp: http.Server | undefined;
+  private consoleHttp: http.Server | undefined;
+  private consoleTokens: ConsoleTokens | undefined;
   private admin: AdminServer | undefined;
   private draining = false;
   private inFlight = 0;
@@ -92,6 +96,11 @@ export class IngestServer {
 
   get port(): number {
     return (this.http?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** The console listener's port; 0 when CONSOLE_PORT is unset. */
+  get consolePort(): number {
+    return (this.consoleHttp?.address() as AddressInfo | null)?.port ?? 0;
   }
 
   get writeLog(): WriteLog | undefined {
@@ -170,6 +179,18 @@ export class IngestServer {
       metricsApp.get('/metrics', metricsHandler(this.metrics));
       this.metricsHttp = http.createServer(metricsApp);
       await listen(this.metricsHttp, c.METRICS_PORT, c.HOST);
+    }
+    if (c.CONSOLE_PORT !== undefined) {
+      // Its own listener, so nothing new is reachable on the ingest port.
+      const tokens = await openConsoleTokens({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
+      this.consoleTokens = tokens;
+      await tokens.start();
+      const prices = 'engine' in pricing ? (pricing as Awaited<ReturnType<typeof createPricing>>) : await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE });
+      const consoleApp = createConsoleApp({ tokens, keys: keyStore, spans: spanStore, prices, logger: this.logger, metrics: this.metrics });
+      this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);
+      this.consoleHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
+      await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST);
+      this.logger.info({ port: this.consolePort, host: c.CONSOLE_HOST }, 'cost console listening at /console/ (token: "trace-ingest console token create")');
     }
     this.admin = new AdminServer(c.adminSocket, spanStore, pricing, this.logger, this.metrics);
     try {
@@ -251,6 +272,14 @@ export class IngestServer {
         m.closeAllConnections();
       });
     }
+    if (this.consoleHttp !== undefined) {
+      const ch = this.consoleHttp;
+      await new Promise<void>((resolve) => {
+        ch.close(() => resolve());
+        ch.closeAllConnections();
+      });
+    }
+    await this.consoleTokens?.close();
     await this.admin?.close();
     await this.flusher?.close(c.DRAIN_TIMEOUT_MS);
     await this.log?.close();

@@ -61,6 +61,10 @@ export const ConfigSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_PRETTY: bool(false),
   METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  /** The read-only cost console's own listener (e.g. 4001); off when unset. 0 picks a free port. */
+  CONSOLE_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** Loopback by default: the console is for people on this machine or behind a proxy that adds TLS. */
+  CONSOLE_HOST: z.string().min(1).default('127.0.0.1'),
   CLICKHOUSE_URL: optionalUrl,
   DATABASE_URL: optionalUrl,
   REDIS_URL: optionalUrl,

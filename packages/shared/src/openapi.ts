@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from './errors.js';
+import { consolePaths, consoleSchemas, consoleSecurityScheme } from './openapi-console.js';
 import { ErrorBodySchema, IngestAcceptedSchema, IngestPayloadSchema } from './schema.js';
 
 /**
@@ -167,17 +168,20 @@ export function buildOpenApiDocument(): JsonObject {
       },
       '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'Prometheus text format', content: { 'text/plain': {} } } } } },
       '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'OpenAPI 3.1 document' } } } },
+      ...consolePaths(),
     },
     components: {
       securitySchemes: {
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
         apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+        consoleToken: consoleSecurityScheme,
       },
       schemas: {
         IngestPayload: ingestPayloadJsonSchema(),
         IngestAccepted: jsonSchema(IngestAcceptedSchema, 'output'),
         Error: errorBodySchema(),
         ...otlpSchemas,
+        ...consoleSchemas(),
       },
     },
   };

@@ -26,6 +26,8 @@ const COSTS = ['input_cost', 'cached_input_cost', 'cache_write_input_cost', 'out
 
 export interface UsageRow {
   group: string;
+  /** The value of the second grouping (`then`), when one was asked for. */
+  subgroup?: string;
   spans: number;
   unpricedSpans: number;
   tokens: Record<(typeof TOKENS)[number], number>;
@@ -39,7 +41,10 @@ export interface UsageFilter {
   /** Epoch ms, exclusive. */
   to: number;
   by: GroupBy;
+  /** A second grouping inside the first, e.g. by day then model (one row per pair). */
+  then?: GroupBy | undefined;
   customerId?: string | undefined;
+  traceId?: string | undefined;
 }
 
 /** How report SQL is spelled on each span store: the one-row-per-span source, text casts, unpriced spans. */
@@ -60,23 +65,45 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
     : { from: 'spans', text: (e) => `CAST(${e} AS VARCHAR)`, unpricedCondition: "NOT priced AND model_id <> ''", unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)" };
 }
 
-export async function usageReport(store: SpanStore, f: UsageFilter): Promise<UsageRow[]> {
-  const d = reportDialect(store.kind);
-  const group = GROUPS[f.by];
+function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params: unknown[] } {
   const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.customerId !== undefined) {
     where.push('customer_id = ?');
     params.push(f.customerId);
   }
-  const sql = `SELECT ${d.text(group)} AS grp, count(*) AS spans, ${d.unpriced} AS unpriced,
+  if (f.traceId !== undefined) {
+    where.push('trace_id = ?');
+    params.push(f.traceId);
+  }
+  return { where: where.join(' AND '), params };
+}
+
+/**
+ * Usage grouped by one dimension (and optionally a second inside it). With
+ * `limit`, only that many groups of the largest cost are read (one level of
+ * grouping only), so a range with millions of traces stays cheap.
+ */
+export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
+  const d = reportDialect(store.kind);
+  const group = GROUPS[f.by];
+  const filter = filterSql(f);
+  let { where, params } = filter;
+  const sub = f.then === undefined ? undefined : GROUPS[f.then];
+  if (f.limit !== undefined && sub === undefined) {
+    // Ranked in a subquery: in ClickHouse the outer select's alias total_cost would shadow the column.
+    where += ` AND ${group} IN (SELECT ${group} FROM ${d.from} WHERE ${filter.where} GROUP BY ${group} ORDER BY sum(total_cost) DESC, ${group} LIMIT ${Math.max(0, Math.trunc(f.limit))})`;
+    params = [...params, ...filter.params];
+  }
+  const sql = `SELECT ${d.text(group)} AS grp, ${sub === undefined ? '' : `${d.text(sub)} AS sub, `}count(*) AS spans, ${d.unpriced} AS unpriced,
       ${TOKENS.map((t) => `${d.text(`sum(${t})`)} AS ${t}`).join(', ')},
       ${COSTS.map((c) => `${d.text(`sum(${c})`)} AS ${c}`).join(', ')}
-    FROM ${d.from} WHERE ${where.join(' AND ')} GROUP BY ${group}`;
+    FROM ${d.from} WHERE ${where} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
   const rows = await store.query(sql, params);
   const out = rows.map(
     (r): UsageRow => ({
       group: String(r.grp),
+      ...(sub === undefined ? {} : { subgroup: String(r.sub) }),
       spans: Number(r.spans),
       unpricedSpans: Number(r.unpriced),
       tokens: Object.fromEntries(TOKENS.map((t) => [t, Number(r[t])])) as UsageRow['tokens'],
@@ -86,8 +113,28 @@ export async function usageReport(store: SpanStore, f: UsageFilter): Promise<Usa
   // Sorted by cost, exactly (decimal comparison), then by name.
   return out.sort((a, b) => {
     const d2 = parseDecimal(b.costs.total_cost) - parseDecimal(a.costs.total_cost);
-    return d2 > 0n ? 1 : d2 < 0n ? -1 : a.group.localeCompare(b.group);
+    return d2 > 0n ? 1 : d2 < 0n ? -1 : a.group.localeCompare(b.group) || (a.subgroup ?? '').localeCompare(b.subgroup ?? '');
   });
+}
+
+/** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
+export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>): Promise<number> {
+  const d = reportDialect(store.kind);
+  const { where, params } = filterSql(f);
+  const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
+  return Number(r?.n ?? 0);
+}
+
+/** Every stored column, with decimals and dates as text so they survive either store's driver exactly. */
+function storedColumns(d: ReportDialect): string {
+  return SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
+}
+
+/** The spans of one trace of an org, in start order (the console's waterfall). */
+export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: string }, limit = 10_000): Promise<SpanRow[]> {
+  const d = reportDialect(store.kind);
+  const rows = await store.query(`SELECT ${storedColumns(d)} FROM ${d.from} WHERE org_id = ? AND trace_id = ? ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`, [f.orgId, f.traceId]);
+  return rows.map(storedToRow);
 }
 
 export function usageTotals(rows: readonly UsageRow[]): UsageRow {
@@ -197,9 +244,8 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     where.push('model_id = ?');
     params.push(f.model);
   }
-  const cols = SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' ? `${d.text(n)} AS ${n}` : k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
   // Streamed: the rows (texts up to 1M characters each) are never all in memory at once.
-  const stored = store.queryStream(`SELECT ${cols} FROM ${d.from} WHERE ${where.join(' AND ')} ORDER BY trace_id, span_id`, params);
+  const stored = store.queryStream(`SELECT ${storedColumns(d)} FROM ${d.from} WHERE ${where.join(' AND ')} ORDER BY trace_id, span_id`, params);
   let rowsScanned = 0;
   let before = 0n;
   let after = 0n;

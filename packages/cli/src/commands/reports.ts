@@ -1,25 +1,14 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
 import { repriceSpans, sql, usage } from '../actions/usage.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
 import { printJson, printTable, type Output } from '../output.js';
 
-function flat(r: UsageRow): Record<string, string | number> {
-  return { group: r.group, spans: r.spans, unpriced_spans: r.unpricedSpans, ...r.tokens, ...r.costs };
-}
-
-function csvCell(v: unknown): string {
-  const s = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  return /[",\n\r]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
-}
-
 export function printCsv(out: Output, rows: readonly Record<string, unknown>[]): void {
-  const first = rows[0];
-  if (first === undefined) return;
-  const cols = Object.keys(first);
-  out.out([cols.join(','), ...rows.map((r) => cols.map((c) => csvCell(r[c])).join(','))].join('\n'));
+  if (rows.length > 0) out.out(toCsv(rows));
 }
 
 export function registerReports(program: Command, run: Runner): void {
@@ -52,7 +41,7 @@ export function registerReports(program: Command, run: Runner): void {
         const rows = await usage(ctx, o);
         const total = usageTotals(rows);
         if (o.json === true) printJson(out, { rows, total });
-        else if (o.csv === true) printCsv(out, [...rows, total].map(flat));
+        else if (o.csv === true) printCsv(out, [...rows, total].map(usageCsvRow));
         else {
           const table = [...rows, total].map((r) => ({ [o.by]: r.group, spans: r.spans, unpriced: r.unpricedSpans, input_tokens: r.tokens.input_tokens, cached_tokens: r.tokens.cached_input_tokens, output_tokens: r.tokens.output_tokens, reasoning_tokens: r.tokens.reasoning_tokens, input_usd: r.costs.input_cost, cached_usd: r.costs.cached_input_cost, cache_write_usd: r.costs.cache_write_input_cost, output_usd: r.costs.output_cost, reasoning_usd: r.costs.reasoning_cost, other_usd: otherCost(r), total_usd: r.costs.total_cost }));
           printTable(out, table, Object.keys(table[0] ?? {}) as (keyof (typeof table)[number] & string)[]);

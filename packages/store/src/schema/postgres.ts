@@ -81,3 +81,17 @@ export const settings = pgTable('settings', {
   key: text('key').primaryKey(),
   value: text('value').notNull(),
 });
+
+export const consoleTokens = pgTable(
+  'console_tokens',
+  {
+    id: text('id').primaryKey(),
+    name: text('name').notNull().default(''),
+    prefix: text('prefix').notNull(),
+    tokenHash: text('token_hash').notNull().unique(),
+    orgId: text('org_id').references(() => orgs.id),
+    createdAt: int64('created_at').notNull(),
+    revokedAt: int64('revoked_at'),
+  },
+  (t) => [index('console_tokens_prefix_idx').on(t.prefix)],
+);

@@ -76,3 +76,18 @@ export const settings = sqliteTable('settings', {
   value: text('value').notNull(),
 });
 
+
+/** Read-only console access: the token's SHA-256 only; `org_id` NULL means every org. */
+export const consoleTokens = sqliteTable(
+  'console_tokens',
+  {
+    id: text('id').primaryKey(),
+    name: text('name').notNull().default(''),
+    prefix: text('prefix').notNull(),
+    tokenHash: text('token_hash').notNull().unique(),
+    orgId: text('org_id').references(() => orgs.id),
+    createdAt: integer('created_at').notNull(),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [index('console_tokens_prefix_idx').on(t.prefix)],
+);

@@ -1,0 +1,83 @@
+import { toCsv } from '@trace-ingest/shared/csv';
+import { parseDecimal } from '@trace-ingest/shared/decimal';
+import { download, h, int, usd } from './dom.js';
+
+export interface Column<R> {
+  key: string;
+  label: string;
+  kind: 'text' | 'int' | 'money' | 'node';
+  value: (r: R) => string | number;
+  /** A custom cell (sparklines, links); sorting still uses `value`. */
+  cell?: (r: R) => Node;
+  /** Hidden on narrow screens. */
+  minor?: boolean;
+}
+
+export interface TableSpec<R> {
+  name: string;
+  title: string;
+  columns: Column<R>[];
+  rows: R[];
+  rowKey: (r: R) => string;
+  total?: R;
+  /** The CSV download: file name and records (exact values, as the CLI prints them). */
+  csv: { filename: string; records: () => Record<string, unknown>[] };
+  sort?: { key: string; desc: boolean };
+  empty?: string;
+}
+
+function compare(kind: Column<unknown>['kind'], a: string | number, b: string | number): number {
+  if (kind === 'money') {
+    const d = parseDecimal(String(a)) - parseDecimal(String(b));
+    return d > 0n ? 1 : d < 0n ? -1 : 0;
+  }
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  return String(a).localeCompare(String(b));
+}
+
+/** A sortable table (click a heading) with a CSV button; the total row stays last. */
+export function table<R>(spec: TableSpec<R>): HTMLElement {
+  let sort = spec.sort;
+  const tbody = h('tbody');
+  const headRow = h('tr');
+  const render = () => {
+    const rows = [...spec.rows];
+    const col = spec.columns.find((c) => c.key === sort?.key);
+    if (col !== undefined && sort !== undefined) {
+      const dir = sort.desc ? -1 : 1;
+      rows.sort((a, b) => dir * compare(col.kind, col.value(a), col.value(b)));
+    }
+    tbody.replaceChildren(...rows.map((r) => row(r, false)), ...(spec.total === undefined || spec.rows.length === 0 ? [] : [row(spec.total, true)]));
+    for (const th of headRow.children) th.setAttribute('aria-sort', th.getAttribute('data-col') === sort?.key ? (sort.desc ? 'descending' : 'ascending') : 'none');
+  };
+  const row = (r: R, isTotal: boolean) =>
+    h(
+      'tr',
+      { 'data-key': isTotal ? 'TOTAL' : spec.rowKey(r), class: isTotal ? 'total' : undefined },
+      ...spec.columns.map((c) => {
+        const v = c.value(r);
+        const content = c.cell !== undefined ? (isTotal ? '' : c.cell(r)) : c.kind === 'money' ? usd(String(v)) : c.kind === 'int' && typeof v === 'number' ? int(v) : String(v);
+        return h('td', { 'data-col': c.key, 'data-value': String(v), class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined }, content);
+      }),
+    );
+  for (const c of spec.columns) {
+    const th = h('th', { 'data-col': c.key, scope: 'col', class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined });
+    const btn = h('button', {
+      type: 'button',
+      onclick: () => {
+        sort = { key: c.key, desc: sort?.key === c.key ? !sort.desc : c.kind !== 'text' };
+        render();
+      },
+    }, c.label);
+    th.append(btn);
+    headRow.append(th);
+  }
+  render();
+  const exportBtn = h('button', { type: 'button', class: 'csv', 'data-csv': spec.name, onclick: () => download(spec.csv.filename, toCsv(spec.csv.records())) }, 'Export CSV');
+  return h(
+    'section',
+    { class: 'card', 'data-table': spec.name },
+    h('header', { class: 'card-head' }, h('h2', {}, spec.title), exportBtn),
+    spec.rows.length === 0 ? h('p', { class: 'muted' }, spec.empty ?? 'No spans in this range.') : h('div', { class: 'scroll' }, h('table', {}, h('thead', {}, headRow), tbody)),
+  );
+}
