@@ -6,11 +6,11 @@ import pg from 'pg';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
-import type { ConsoleTokens} from './console-tokens.js';
-import { openConsoleTokens } from './console-tokens.js';
-import { PostgresKeyStore } from './control-store-postgres.js';
-import { SqliteKeyStore } from './control-store-sqlite.js';
-import type { KeyStore } from './key-store.js';
+import type { ConsoleTokens} from '../../packages/store/src/console-tokens.js';
+import { openConsoleTokens } from '../../packages/store/src/console-tokens.js';
+import { PostgresKeyStore } from '../../packages/store/src/control-store-postgres.js';
+import { SqliteKeyStore } from '../../packages/store/src/control-store-sqlite.js';
+import type { KeyStore } from '../../packages/store/src/key-store.js';
 
 const DATABASE_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const RUN = `ti_ctok_${randomBytes(4).toString('hex')}`;
