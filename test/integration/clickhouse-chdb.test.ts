@@ -21,14 +21,16 @@ interface Chdb {
   Session: new (dir: string) => ChdbSession;
 }
 
+/** Where `npm run test:fresh` installs chdb when CHDB_MODULE_DIR does not say. */
+const DEFAULT_CHDB_DIR = path.join(os.homedir(), '.cache/trace-ingest/chdb/node_modules/chdb');
+
 function loadChdb(): Chdb {
-  const dir = process.env.CHDB_MODULE_DIR;
-  if (dir === undefined || dir === '') {
+  const given = process.env.CHDB_MODULE_DIR;
+  const dir = given === undefined || given === '' ? DEFAULT_CHDB_DIR : given;
+  if (!fs.existsSync(path.join(dir, 'package.json'))) {
     throw new Error(
-      'CHDB_MODULE_DIR is not set, and the schema must be checked on a current ClickHouse too. Install chdb outside the repo and point at it:\n' +
-        '  npm install --prefix ~/.cache/trace-ingest/chdb --no-save --no-audit --no-fund chdb@3.4.0\n' +
-        '  export CHDB_MODULE_DIR=~/.cache/trace-ingest/chdb/node_modules/chdb\n' +
-        '(.ci/run does both)',
+      `chdb is not installed at ${dir}, and the schema must be checked on a current ClickHouse too: ` +
+        'run `npm run test:fresh` (it installs chdb outside the repo), or install it and set CHDB_MODULE_DIR to its module folder',
     );
   }
   return createRequire(import.meta.url)(path.resolve(dir)) as Chdb;
