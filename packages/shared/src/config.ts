@@ -34,8 +34,8 @@ export const ConfigSchema = z.object({
   FLUSH_INTERVAL_MS: int(1000, 1),
   /** DuckDB's row group (8,192 rows): an insert of whole row groups skips DuckDB's own log. */
   FLUSH_MAX_ROWS: int(8192, 1),
-  /** The largest insert in bytes of rows: the store's memory for one insert grows with it. 8,192 small rows take ~12 MB. */
-  FLUSH_MAX_BYTES: int(16 * 1024 * 1024, 1024),
+  /** The largest insert in bytes of rows: the store's memory for one insert grows with it. 8,192 rows of 1 KB spans take ~18 MB. */
+  FLUSH_MAX_BYTES: int(24 * 1024 * 1024, 1024),
   FLUSH_TIMEOUT_MS: int(30_000, 1),
   DRAIN_GRACE_MS: int(5000),
   DRAIN_TIMEOUT_MS: int(30_000),
