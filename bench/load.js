@@ -11,7 +11,7 @@ import autocannon from 'autocannon';
 import { stamp, workload } from './workloads.js';
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
-const { body, slots, spans } = workload(cfg.workload);
+const { body, slots, spans, path: reqPath, contentType } = workload(cfg.workload);
 const timeoutSecs = cfg.timeout ?? 60;
 
 // One shared template, stamped in place with a request counter: every request gets its own ids.
@@ -28,7 +28,7 @@ function onAnswer(status, resBody) {
   ackedSpans += m ? Number(m[1]) : spans;
 }
 
-const headers = { 'content-type': 'application/json', authorization: `Bearer ${cfg.key}` };
+const headers = { 'content-type': contentType, authorization: `Bearer ${cfg.key}` };
 
 /** Closed loop: autocannon keeps `connections` requests outstanding for `duration` seconds. */
 async function closedLoop() {
@@ -39,7 +39,7 @@ async function closedLoop() {
     requests: [
       {
         method: 'POST',
-        path: '/ingest',
+        path: reqPath,
         headers,
         // autocannon copies the returned body into the request buffer synchronously (in setupRequest's caller).
         setupRequest: (req) => {
@@ -149,7 +149,7 @@ async function openLoop() {
       if (!stopped) setImmediate(pump);
       return true;
     };
-    const req = http.request({ hostname: target.hostname, port: target.port, path: '/ingest', method: 'POST', agent: target.agent, headers: reqHeaders }, (res) => {
+    const req = http.request({ hostname: target.hostname, port: target.port, path: reqPath, method: 'POST', agent: target.agent, headers: reqHeaders }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c) => {

@@ -6,8 +6,9 @@
 //
 //   npx tsc -b && node bench/pipeline.js [workloads, default small,large,max] [--rounds 7]
 //
-// Steps (cumulative, as in packages/server/src/ingest.ts):
-//   parse     the nesting guard, UTF-8 decode and JSON.parse (the floor any JSON ingest pays)
+// Steps (cumulative, as in packages/server/src/ingest.ts and otlp.ts):
+//   parse     the nesting guard, UTF-8 decode and JSON.parse (the floor any JSON ingest pays);
+//             for the `otlp` workload: protobuf decode and the GenAI mapping onto v1 traces
 //   validate  ajv's compiled validator (zod only explains failures)
 //   price     the price engine, per span
 //   encode    the canonical lines (encodeTraceHead/encodeSpanLine)
@@ -18,19 +19,26 @@ import { PriceEngine } from '../packages/shared/dist/price-engine.js';
 import { toNdjson } from '../packages/server/dist/ingest.js';
 import { encodeSpanLine, encodeTraceHead } from '../packages/shared/dist/rows.js';
 import { validateIngest } from '../packages/shared/dist/validate.js';
+import { mapExportRequest } from '../packages/shared/dist/otlp-genai.js';
+import { OtlpCodec } from '../packages/server/dist/otlp-codec.js';
 import { stamp, workload, WORKLOAD_NAMES } from './workloads.js';
 
 const args = process.argv.slice(2);
 const roundsAt = args.indexOf('--rounds');
 const ROUNDS = roundsAt >= 0 ? Number(args[roundsAt + 1]) : 7;
-const names = (args.find((a, i) => !a.startsWith('--') && i !== roundsAt + 1) ?? 'small,large,max').split(',');
+const names = (args.find((a, i) => !a.startsWith('--') && i !== roundsAt + 1) ?? 'small,otlp,large,max').split(',');
 for (const n of names) if (!WORKLOAD_NAMES.includes(n)) throw new Error(`unknown workload "${n}" (known: ${WORKLOAD_NAMES.join(', ')})`);
 
 const engine = await PriceEngine.create({});
 const ctx = { orgId: 'org_bench', keyPrefix: 'ti_bench', receivedAt: Date.now() };
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+const codec = new OtlpCodec();
+let otlp = false;
+
+/** Bytes to v1 traces: JSON.parse for /ingest; protobuf decode and mapping for /v1/traces. */
 function parse(body) {
+  if (otlp) return { version: 'v1', traces: mapExportRequest(codec.decodeRequest(body, 'protobuf')).traces };
   if (exceedsDepth(body, MAX_JSON_DEPTH)) throw new Error('too deep');
   return JSON.parse(body.toString('utf8'));
 }
@@ -71,6 +79,7 @@ console.log(`pipeline: µs per span on one thread, cumulative steps, median of $
 console.log(['workload', ...Object.keys(STEPS), 'encoded B/span', 'body B/span'].map((h, i) => (i === 0 ? h.padEnd(9) : h.padStart(i > 5 ? 15 : 9))).join(''));
 for (const name of names) {
   const w = workload(name);
+  otlp = name === 'otlp';
   // About 2 MB of bodies per step per round, at least 2 bodies.
   const count = Math.max(2, Math.ceil(2e6 / w.body.length));
   const bodies = Array.from({ length: count }, (_, i) => Buffer.from(stamp(Buffer.from(w.body), w.slots, i)));

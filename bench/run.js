@@ -24,7 +24,7 @@ function options(argv) {
   const quick = v.quick === true;
   const o = {
     quick,
-    workloads: (v.workloads ?? (quick ? 'tiny,small' : 'tiny,small,large,max')).split(','),
+    workloads: (v.workloads ?? (quick ? 'tiny,small,otlp' : 'tiny,small,otlp,large,max')).split(','),
     connections: Number(v.connections ?? (quick ? 4 : 16)),
     duration: Number(v.duration ?? (quick ? 2 : 10)),
     runs: Number(v.runs ?? (quick ? 1 : 3)),

@@ -7,6 +7,10 @@
 // collapse repeated bodies and the end-to-end count could not tell a lost span
 // from a duplicate. See README.md, "Counting spans".
 
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
 export const ID_WIDTH = 12;
 const SLOT = '@'.repeat(ID_WIDTH);
 const MAX_BODY_BYTES = 10 * 1024 * 1024;
@@ -76,11 +80,79 @@ function template(seed, traces, spans, textChars) {
   return { body, slots, spans: traces * spans };
 }
 
+let otlpType;
+/** ExportTraceServiceRequest from the server's vendored opentelemetry-proto files (protobufjs, as the server uses). */
+function otlpRequestType() {
+  if (otlpType === undefined) {
+    const protobuf = createRequire(import.meta.url)('protobufjs');
+    const dir = fileURLToPath(new URL('../packages/server/proto', import.meta.url));
+    const root = new protobuf.Root();
+    root.resolvePath = (_origin, target) => path.join(dir, target);
+    root.loadSync('opentelemetry/proto/collector/trace/v1/trace_service.proto');
+    otlpType = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
+  }
+  return otlpType;
+}
+
+const str = (key, v) => ({ key, value: { stringValue: v } });
+const int = (key, v) => ({ key, value: { intValue: v } });
+
+/**
+ * The same traces and spans as `small`'s v1 body (same seed, same texts and
+ * counts), as an OTLP/HTTP protobuf request with GenAI attributes: input
+ * tokens include the cached ones, as the conventions count them. A trace id
+ * is 4 bytes of trace number and a 12-byte id slot, stamped like the v1 ids.
+ */
+function otlpTemplate(seed, traces, spans, textChars) {
+  const rand = prng(seed);
+  const slot = Buffer.from(SLOT, 'latin1');
+  const resourceSpans = Array.from({ length: traces }, (_, t) => {
+    const customer = `cust-${Math.floor(rand() * 50)}`;
+    const traceId = Buffer.concat([Buffer.from([0, 0, t >> 8, t & 255]), slot]);
+    const list = Array.from({ length: spans }, (_, i) => {
+      const s = span(rand, i, textChars);
+      const u = s.usage;
+      return {
+        traceId,
+        spanId: Buffer.from([0, 0, 0, 0, 0, 0, 1, i]),
+        ...(i > 0 ? { parentSpanId: Buffer.from([0, 0, 0, 0, 0, 0, 1, 0]) } : {}),
+        name: s.name,
+        kind: 3,
+        startTimeUnixNano: `${s.startTime}000000`,
+        endTimeUnixNano: `${s.endTime}000000`,
+        attributes: [
+          str('gen_ai.operation.name', i === 0 ? 'invoke_agent' : 'chat'),
+          str('gen_ai.provider.name', s.provider),
+          str('gen_ai.request.model', s.modelId),
+          int('gen_ai.usage.input_tokens', u.inputTokens + u.cachedInputTokens),
+          int('gen_ai.usage.cache_read.input_tokens', u.cachedInputTokens),
+          int('gen_ai.usage.output_tokens', u.outputTokens),
+          str('gen_ai.input.messages', s.input),
+          str('gen_ai.output.messages', s.output),
+          str('enduser.id', customer),
+        ],
+      };
+    });
+    return {
+      resource: { attributes: [str('service.name', 'bench'), str('env', 'bench'), str('region', 'eu')] },
+      scopeSpans: [{ scope: { name: 'bench' }, spans: list }],
+    };
+  });
+  const type = otlpRequestType();
+  const body = Buffer.from(type.encode(type.fromObject({ resourceSpans })).finish());
+  const slots = [];
+  for (let at = body.indexOf(slot); at >= 0; at = body.indexOf(slot, at + ID_WIDTH)) slots.push(at);
+  if (slots.length !== traces * spans) throw new Error(`otlp workload: found ${slots.length} id slots for ${traces * spans} spans`);
+  return { body, slots, spans: traces * spans, path: '/v1/traces', contentType: 'application/x-protobuf' };
+}
+
 const SPECS = {
   // 1 span per request: per-request overhead (auth, routing, group commit).
   tiny: [1, 1, 1, 40],
   // 10 traces × 10 spans, ~300-character texts: ~100 KB.
   small: [2, 10, 10, 340],
+  // The same spans as `small` as an OTLP/HTTP protobuf request to /v1/traces.
+  otlp: [2, 10, 10, 340],
   // 20 traces × 50 spans, ~2 KB input and output texts: ~4.5 MB.
   large: [3, 20, 50, 2000],
   // 45 traces × 100 spans, ~1 KB texts: ~9.6 MB, just under the 10 MiB body limit.
@@ -89,11 +161,11 @@ const SPECS = {
 export const WORKLOAD_NAMES = Object.keys(SPECS);
 
 const cache = new Map();
-/** name → { body: Buffer (id slots still blank), slots: byte offsets of the id slots, spans per request } */
+/** name → { body: Buffer (id slots still blank), slots: byte offsets of the id slots, spans per request, path, contentType } */
 export function workload(name) {
   const spec = SPECS[name];
   if (!spec) throw new Error(`unknown workload "${name}" (known: ${WORKLOAD_NAMES.join(', ')})`);
-  if (!cache.has(name)) cache.set(name, template(...spec));
+  if (!cache.has(name)) cache.set(name, name === 'otlp' ? otlpTemplate(...spec) : { ...template(...spec), path: '/ingest', contentType: 'application/json' });
   return cache.get(name);
 }
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { freePort } from './support/child-server.js';
 
 const CLI = fileURLToPath(new URL('../../packages/cli/bin/trace-ingest.js', import.meta.url));
@@ -33,6 +33,11 @@ describe('trace-ingest CLI processes', () => {
     server.stdout.on('data', (c: Buffer) => (output += c.toString()));
     server.stderr.on('data', (c: Buffer) => (output += c.toString()));
     const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)));
+    // The SIGTERM below is what the test is about; this one only runs when an assertion stopped it before.
+    onTestFinished(async () => {
+      if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+      await exited;
+    });
     const url = `http://127.0.0.1:${env.PORT}`;
     for (let i = 0; ; i++) {
       try {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
@@ -14,7 +14,9 @@ describe('ClickHouse down mid-load', () => {
   it('keeps accepting, loses nothing and duplicates nothing once ClickHouse is back', async () => {
     const url = ch.urlFor('outage_e2e');
     const t = await startTestServer({ CLICKHOUSE_URL: url, FLUSH_INTERVAL_MS: '50', FLUSH_TIMEOUT_MS: '2000' }, { spanStore: new ClickHouseSpanStore({ url, requestTimeoutMs: 2000 }) });
+    onTestFinished(() => t.close());
     const { key } = await t.newKey();
+    const metric = async (m: { get(): Promise<{ values: { value: number }[] }> }) => (await m.get()).values[0]?.value ?? 0;
     const acked = new Set<string>();
     let stop = false;
     let n = 0;
@@ -28,15 +30,28 @@ describe('ClickHouse down mid-load', () => {
       }
     };
     const load = Promise.all(Array.from({ length: 4 }, () => client()));
+    onTestFinished(async () => {
+      stop = true;
+      await load;
+    });
     await new Promise((r) => setTimeout(r, 500));
     await ch.stop();
+    const atStop = acked.size;
     await new Promise((r) => setTimeout(r, 1500));
-    const duringOutage = acked.size;
+    // Accepting while ClickHouse is down, and the flusher saw it down.
+    expect(acked.size).toBeGreaterThan(atStop);
+    expect(await metric(t.server.metrics.storeErrors)).toBeGreaterThan(0);
+    expect(await metric(t.server.metrics.storeUp)).toBe(0);
     await ch.start();
     await new Promise((r) => setTimeout(r, 500));
     stop = true;
     await load;
-    expect(acked.size).toBeGreaterThan(duringOutage);
+    // Back: the flusher empties the write log on its own, without the flush the checks below force.
+    const log = t.server.writeLog;
+    for (let i = 0; (await metric(t.server.metrics.storeUp)) !== 1 || (log?.bytes ?? 0) > 0; i++) {
+      if (i > 1200) throw new Error(`the write log did not drain after ClickHouse came back: ${log?.bytes ?? 0} bytes left`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     // A re-sent batch: must still be one row per span.
     await t.post({ version: 'v1', traces: [makeTrace({ traceId: 'o-1', spans: Array.from({ length: 10 }, (_, i) => makeSpan({ spanId: `s${i}` })) })] }, { key });
     const rows = await t.spans("SELECT concat(trace_id, '/', span_id) AS id, count() AS copies FROM spans FINAL GROUP BY id");
@@ -44,6 +59,5 @@ describe('ClickHouse down mid-load', () => {
     const stored = new Set(rows.map((r) => String(r.id)));
     expect([...acked].filter((id) => !stored.has(id))).toEqual([]);
     expect(stored.size).toBe(acked.size);
-    await t.close();
   });
 });

@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
 import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { applyClickHouseMigrations, bindParams, ClickHouseSpanStore, unquoteCosts } from '@trace-ingest/store/clickhouse';
+import { createSpanStore } from '@trace-ingest/store/open-stores';
 import { SpanStoreRejectedError } from '@trace-ingest/store/span-store';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
@@ -66,10 +68,26 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     await ch?.dispose();
   });
 
-  it('runs on the ClickHouse the tests are about', async () => {
+  it('runs on the ClickHouse the tests are about: the installed Debian package', async () => {
     const [r] = await store.query('SELECT version() AS v');
     console.info(`server version ${String(r?.v)}`);
-    expect(typeof r?.v).toBe('string');
+    // e.g. 18.16.1+ds-7.4 for the package, 18.16.1 from the server.
+    const packaged = execFileSync('dpkg-query', ['-W', '-f', '${Version}', 'clickhouse-server'], { encoding: 'utf8' }).replace(/^\d+:/, '').replace(/[+~-].*$/, '');
+    expect(packaged).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(r?.v).toBe(packaged);
+  });
+
+  it('logs its migrations through the logger it is opened with', async () => {
+    const fresh = `${db}_logged`;
+    const infos: { obj: object; msg: string }[] = [];
+    const logger = { warn: () => undefined, info: (obj: object, msg: string) => infos.push({ obj, msg }) };
+    const s = await createSpanStore({ sqliteFile: '', duckdbFile: '', clickhouseUrl: ch.urlFor(fresh), logger });
+    onTestFinished(async () => {
+      await s.close();
+      await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
+    });
+    await s.start();
+    expect(infos).toEqual([{ obj: expect.objectContaining({ database: fresh, applied: ['0001_spans'] }) as unknown, msg: 'ClickHouse migrations applied' }]);
   });
 
   it('applies the migrations once: again, and from several instances at once, changes nothing', async () => {

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { SqliteKeyStore } from '@trace-ingest/store/key-store-sqlite';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { makeSpan, makeTrace } from '../factories.js';
@@ -30,6 +30,7 @@ describe('crash safety (real child process, kill -9)', () => {
     let seq = 0;
     for (let round = 0; round < 3; round++) {
       const child = await startChildServer(env);
+      onTestFinished(() => child.proc.kill('SIGKILL'));
       let stop = false;
       const client = async () => {
         while (!stop) {
@@ -56,13 +57,14 @@ describe('crash safety (real child process, kill -9)', () => {
 
     // Restart, let the write log replay, then stop cleanly (the drain flushes what is left).
     const child = await startChildServer(env);
+    onTestFinished(() => child.proc.kill('SIGKILL'));
     child.proc.kill('SIGTERM');
     expect(await child.exited).toBe(0);
 
     const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
     await store.start();
+    onTestFinished(() => store.close());
     const rows = await store.query("SELECT trace_id || '/' || span_id AS id FROM spans");
-    await store.close();
     const stored = rows.map((r) => r.id as string);
     expect(new Set(stored).size).toBe(stored.length);
     const storedSet = new Set(stored);

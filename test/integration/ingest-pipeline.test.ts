@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { gzipSync } from 'node:zlib';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { utcMonth } from '@trace-ingest/shared/ids';
 import { makeBulkPayload, makePayload, makeSpan, makeTrace } from '../factories.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
@@ -225,6 +225,7 @@ describe('quota across a restart', () => {
 
   it('keeps counting the month after the server restarts', async () => {
     const first = await startTestServer();
+    onTestFinished(() => first.close());
     await first.keys.createPlan({ name: 'q2', monthlySpans: 2, rateLimitRps: 100 });
     const { key } = await first.newKey('restart-org', 'q2');
     expect((await first.post(makeBulkPayload(1, 2), { key })).status).toBe(202);
@@ -237,6 +238,7 @@ describe('quota across a restart', () => {
 describe('drain', () => {
   it('answers 503 to new batches while draining, then flushes and closes', async () => {
     const t = await startTestServer({ DRAIN_GRACE_MS: '400' });
+    onTestFinished(() => t.close());
     const { key } = await t.newKey();
     expect((await t.post(makePayload({ traces: [makeTrace({ traceId: 'before-drain' })] }), { key })).status).toBe(202);
     const done = t.server.shutdown();
@@ -249,30 +251,40 @@ describe('drain', () => {
     const { DuckDbSpanStore } = await import('@trace-ingest/store/duckdb');
     const store = new DuckDbSpanStore({ file: t.config.duckdbFile });
     await store.start();
+    onTestFinished(() => store.close());
     expect(await store.query("SELECT span_id FROM spans WHERE trace_id = 'before-drain'")).toHaveLength(1);
-    await store.close();
-    await t.close();
   });
 });
 
 describe('slow large uploads', () => {
   it('hold the body slots but do not stall ordinary batches', async () => {
-    const t = await startTestServer({ MAX_CONCURRENT_BODIES: '2', REQUEST_TIMEOUT_MS: '20000' });
+    const t = await startTestServer({ MAX_CONCURRENT_BODIES: '2', REQUEST_TIMEOUT_MS: '60000' });
+    onTestFinished(() => t.close());
     const { key } = await t.newKey();
     const u = new URL(t.url);
-    // Three uploads declaring 5 MB that send a byte now and then: two hold both slots, one waits.
+    // Three uploads declaring 5 MB that send one byte and then nothing: two hold both slots, one waits.
     const sockets = Array.from({ length: 3 }, () => {
       const s = net.connect(Number(u.port), u.hostname);
       s.on('error', () => undefined);
       s.write(`POST /ingest HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ncontent-length: 5000000\r\n\r\n{`);
       return s;
     });
-    await new Promise((r) => setTimeout(r, 200));
-    const started = performance.now();
+    onTestFinished(() => {
+      for (const s of sockets) s.destroy();
+    });
+    const slots = async () => {
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+      return { held: value('trace_ingest_body_slots_held'), waiting: value('trace_ingest_body_slots_waiting') };
+    };
+    for (let i = 0; !(await slots()).waiting; i++) {
+      if (i > 600) throw new Error(`the uploads never filled the slots: ${JSON.stringify(await slots())}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await slots()).toEqual({ held: 2, waiting: 1 });
+    // Needing a slot, this batch would wait behind the third upload for the request timeout.
     const res = await t.post(makePayload(), { key });
     expect(res.status).toBe(202);
-    expect(performance.now() - started).toBeLessThan(2000);
-    for (const s of sockets) s.destroy();
-    await t.close();
+    expect(await slots()).toEqual({ held: 2, waiting: 1 });
   });
 });

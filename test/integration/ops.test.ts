@@ -1,7 +1,7 @@
+import fs from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { makePayload, makeSpan, makeTrace } from '../factories.js';
 import { freePort } from './support/child-server.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
@@ -63,9 +63,12 @@ describe('operations endpoints', () => {
     expect(JSON.stringify(lines)).not.toContain(key);
   });
 
-  it('serves the OpenAPI document', async () => {
+  it('serves the OpenAPI document that is committed as docs/openapi.json', async () => {
     const res = await fetch(`${t.url}/openapi.json`);
-    expect(await res.json()).toEqual(buildOpenApiDocument());
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const committed = JSON.parse(fs.readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')) as unknown;
+    expect(await res.json()).toEqual(committed);
   });
 });
 
@@ -73,17 +76,18 @@ describe('METRICS_PORT', () => {
   it('moves /metrics to its own listener', async () => {
     const port = await freePort();
     const t = await startTestServer({ METRICS_PORT: String(port) });
+    onTestFinished(() => t.close());
     expect((await fetch(`${t.url}/metrics`)).status).toBe(404);
     const res = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('trace_ingest_spans_accepted_total');
-    await t.close();
   });
 });
 
 describe('write log cap', () => {
   it('answers 503 with Retry-After when full, reports not ready, and recovers after a flush', async () => {
     const t = await startTestServer({ BUFFER_MAX_BYTES: '20000' });
+    onTestFinished(() => t.close());
     const { key } = await t.newKey();
     let status = 202;
     let res: Response | undefined;
@@ -95,9 +99,11 @@ describe('write log cap', () => {
     expect(res?.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
     expect(((await res?.json()) as { error: string }).error).toMatch(/buffer is full/);
     expect((await fetch(`${t.url}/readyz`)).status).toBe(503);
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(metrics).toMatch(/^trace_ingest_buffer_full_total 1$/m);
+    expect(metrics).toMatch(/^trace_ingest_batches_rejected_total\{reason="buffer_full"\} 1$/m);
     await t.server.flush();
     expect((await fetch(`${t.url}/readyz`)).status).toBe(200);
     expect((await t.post(makePayload(), { key })).status).toBe(202);
-    await t.close();
   });
 });

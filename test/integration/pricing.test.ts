@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { createContext } from '@trace-ingest/cli/program-context';
 import { setPrice, showPrice, unpricedModels } from '@trace-ingest/cli/actions/prices';
@@ -58,17 +58,17 @@ describe('pricing through the running server', () => {
 describe('prices unpriced', () => {
   it('lists models without a price from the span store, with counts', async () => {
     const t = await startTestServer();
+    onTestFinished(() => t.close());
     const { key } = await t.newKey();
     const spans = [makeSpan({ modelId: 'ghost-1', provider: 'x' }), makeSpan({ modelId: 'ghost-1', provider: 'x' }), makeSpan({ modelId: 'gpt-4o' }), makeSpan({ modelId: 'ghost-2' })];
     expect((await t.post(makePayload({ traces: [makeTrace({ spans })] }), { key })).status).toBe(202);
     await t.server.shutdown();
     const ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
+    onTestFinished(() => ctx.close());
     const list = await unpricedModels(ctx);
-    await ctx.close();
     expect(list.map((m) => [m.provider, m.model, m.spans])).toEqual([
       ['x', 'ghost-1', 2],
       ['', 'ghost-2', 1],
     ]);
-    await t.close();
   });
 });

@@ -16,6 +16,16 @@ import { startChildServer, type ChildServer } from './support/child-server.js';
 const CLI = fileURLToPath(new URL('../../packages/cli/bin/trace-ingest.js', import.meta.url));
 const run = promisify(execFile);
 
+// The same servers as the unit tests, overridable the same way.
+const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env.TI_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+function withSchema(url: string, schema: string): string {
+  const u = new URL(url);
+  u.searchParams.set('schema', schema);
+  return u.toString();
+}
+
 /**
  * Three real server processes behind no balancer but the test itself, on
  * shared PostgreSQL, Redis and ClickHouse: limits, quota, revocation and
@@ -25,8 +35,8 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
   const id = randomBytes(4).toString('hex');
   const schema = `ti_scale_${id}`;
   const env = {
-    DATABASE_URL: `postgres://postgres@127.0.0.1:5432/postgres?schema=${schema}`,
-    REDIS_URL: 'redis://127.0.0.1:6379',
+    DATABASE_URL: withSchema(PG_URL, schema),
+    REDIS_URL,
     REDIS_KEY_PREFIX: `ti-test-${id}`,
     CLICKHOUSE_URL: '',
     FLUSH_INTERVAL_MS: '100',
@@ -60,7 +70,7 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
     await keys.close();
     await spans.query(`DROP DATABASE IF EXISTS ti_scale_${id}`).catch(() => undefined);
     await spans.close();
-    const client = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+    const client = new pg.Client({ connectionString: PG_URL });
     await client.connect();
     await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     await client.end();
@@ -124,10 +134,14 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
       }
     };
     const load = Promise.all([0, 1, 2].map((s) => client(s)));
-    await new Promise((r) => setTimeout(r, 700));
+    // By acknowledged spans, not by time: a busy machine takes longer to get there.
+    const ackedReaches = async (n: number) => {
+      while (acked.size < n) await new Promise((r) => setTimeout(r, 20));
+    };
+    await ackedReaches(150);
     (replicas[1] as ChildServer).proc.kill('SIGKILL');
     await (replicas[1] as ChildServer).exited;
-    await new Promise((r) => setTimeout(r, 300));
+    await ackedReaches(acked.size + 50);
     stop = true;
     await load;
     replicas[1] = await startReplica(dirs[1] as string);

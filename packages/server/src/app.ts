@@ -3,17 +3,19 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from 'pino';
 import { InternalError, MethodNotAllowedError, NotFoundError, TiError } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
-import { ingestHandler, type IngestDeps } from './ingest.js';
+import { ingestHandler } from './ingest.js';
 import type { Metrics } from './metrics.js';
+import { otlpTracesHandler, type OtlpDeps } from './otlp.js';
+import { OTLP_TRACES_PATH, otlpStatus, requestFormat, type OtlpCodec } from './otlp-codec.js';
 
-export interface AppDeps extends IngestDeps {
+export interface AppDeps extends OtlpDeps {
   /** Throws when a store cannot be reached or the write log is full. */
   checkReady: () => Promise<void>;
   /** False when METRICS_PORT moves /metrics to its own listener. */
   serveMetrics: boolean;
 }
 
-const ROUTES = new Set(['/ingest', '/healthz', '/readyz', '/metrics', '/openapi.json']);
+const ROUTES = new Set(['/ingest', OTLP_TRACES_PATH, '/healthz', '/readyz', '/metrics', '/openapi.json']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Why a batch was refused, as a bounded label set. */
@@ -23,6 +25,7 @@ const REASONS: Record<string, string> = {
   TI_ERR_RATE_LIMITED: 'rate_limit',
   TI_ERR_QUOTA_EXCEEDED: 'quota',
   TI_ERR_INVALID_JSON: 'validation',
+  TI_ERR_INVALID_OTLP: 'validation',
   TI_ERR_VALIDATION: 'validation',
   TI_ERR_CONTENT_TYPE: 'validation',
   TI_ERR_CONTENT_ENCODING: 'validation',
@@ -42,6 +45,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.post('/ingest', ingestHandler(deps));
   app.all('/ingest', (req) => {
     throw new MethodNotAllowedError(req.method, '/ingest', ['POST']);
+  });
+  app.post(OTLP_TRACES_PATH, otlpTracesHandler(deps));
+  app.all(OTLP_TRACES_PATH, (req) => {
+    throw new MethodNotAllowedError(req.method, OTLP_TRACES_PATH, ['POST']);
   });
 
   app.get('/healthz', (_req, res) => {
@@ -75,9 +82,9 @@ export function createApp(deps: AppDeps): express.Express {
   }
 
   app.use((req) => {
-    throw new NotFoundError(`no route for ${req.method} ${req.path}; the API is POST /ingest`);
+    throw new NotFoundError(`no route for ${req.method} ${req.path}; the API is POST /ingest (v1 JSON) and POST ${OTLP_TRACES_PATH} (OTLP/HTTP)`);
   });
-  app.use(errorMiddleware(deps.logger, deps.metrics));
+  app.use(errorMiddleware(deps.logger, deps.metrics, deps.otlp.codec));
   return app;
 }
 
@@ -117,7 +124,7 @@ function requestLog(logger: Logger, metrics: Metrics) {
 }
 
 /** The one place where an error becomes an HTTP answer. */
-export function errorMiddleware(logger: Logger, metrics: Metrics) {
+export function errorMiddleware(logger: Logger, metrics: Metrics, otlp?: OtlpCodec) {
   return (err: unknown, req: Request, res: Response, next: NextFunction): void => {
     if (res.headersSent) {
       next(err);
@@ -127,12 +134,20 @@ export function errorMiddleware(logger: Logger, metrics: Metrics) {
     res.locals.errorCode = e.code;
     // 4xx are the caller's to fix and appear in the request line; 5xx are ours and are logged with their cause.
     if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
-    if (req.path === '/ingest') {
+    if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
+    if (req.path === '/ingest' || req.path === OTLP_TRACES_PATH) {
       metrics.requests.inc({ status: String(e.httpCode), code: e.code });
       metrics.batchesRejected.inc({ reason: REASONS[e.code] ?? 'error' });
     }
     // A body cut off at the limit, or never read, must not be read further: close after answering.
     if (e.httpCode === 413 || !req.complete) res.setHeader('Connection', 'close');
+    if (otlp !== undefined && req.path === OTLP_TRACES_PATH) {
+      // OTLP clients read a google.rpc.Status, encoded like their request (JSON when its type is not one of OTLP's).
+      const format = requestFormat(req.headers['content-type']) ?? 'json';
+      const { http, grpc } = otlpStatus(e);
+      res.set(e.headers).status(http).type(format === 'json' ? 'application/json' : 'application/x-protobuf').send(otlp.encodeStatus(format, grpc, e.message));
+      return;
+    }
     res.set(e.headers).status(e.httpCode).json(e.toBody());
   };
 }

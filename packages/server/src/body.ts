@@ -64,13 +64,23 @@ export class BodySlots {
   private free: number;
   private readonly waiters: (() => void)[] = [];
 
-  constructor(size: number) {
+  /** `onChange` reports slots held and requests waiting for one (the server's gauges). */
+  constructor(
+    private readonly size: number,
+    private readonly onChange: (held: number, waiting: number) => void = () => undefined,
+  ) {
     this.free = size;
   }
 
   async acquire(): Promise<() => void> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((resolve) => this.waiters.push(resolve));
+    if (this.free > 0) {
+      this.free--;
+      this.changed();
+    } else {
+      const turn = new Promise<void>((resolve) => this.waiters.push(resolve));
+      this.changed();
+      await turn;
+    }
     let released = false;
     return () => {
       if (released) return;
@@ -78,6 +88,11 @@ export class BodySlots {
       const next = this.waiters.shift();
       if (next !== undefined) next();
       else this.free++;
+      this.changed();
     };
+  }
+
+  private changed(): void {
+    this.onChange(this.size - this.free, this.waiters.length);
   }
 }

@@ -42,7 +42,9 @@ describe('Flusher with a real DuckDB store', () => {
   let store: DuckDbSpanStore;
   let log: WriteLog;
   let metrics: Metrics;
+  let flushers: Flusher[];
   beforeEach(async () => {
+    flushers = [];
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-flush-'));
     store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
     await store.start();
@@ -51,13 +53,19 @@ describe('Flusher with a real DuckDB store', () => {
     metrics = new Metrics({ defaultMetrics: false });
   });
   afterEach(async () => {
+    for (const f of flushers) await f.close(1000);
     await log.close();
     await store.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
   const count = async () => Number((await store.query('SELECT count(*)::INTEGER AS n FROM spans'))[0]?.n);
+  /** A flusher closed after the test, before the log and store it uses. */
+  const built = (f: Flusher): Flusher => {
+    flushers.push(f);
+    return f;
+  };
   const flusherFor = (s: SpanStore, maxRows = 10_000) =>
-    new Flusher(log, s, { intervalMs: 60_000, maxRows, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead'), minBackoffMs: 5, maxBackoffMs: 20 }, logger, metrics);
+    built(new Flusher(log, s, { intervalMs: 60_000, maxRows, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead'), minBackoffMs: 5, maxBackoffMs: 20 }, logger, metrics));
 
   it('moves every row into the store in batches of maxRows and retires the segments', async () => {
     for (let i = 0; i < 5; i++) {
@@ -69,7 +77,6 @@ describe('Flusher with a real DuckDB store', () => {
     expect(await count()).toBe(150);
     expect(log.bytes).toBe(0);
     expect(fs.readdirSync(path.join(dir, 'wal')).filter((n) => n.endsWith('.wal'))).toHaveLength(1);
-    await f.close(1000);
   });
 
   it('fills each insert to exactly maxRows while rows wait, cutting records at a line', async () => {
@@ -107,13 +114,12 @@ describe('Flusher with a real DuckDB store', () => {
       return insert(lines as Buffer, rows);
     };
     const maxBytes = Math.ceil(big.buf.length / 7);
-    const f = new Flusher(log, counting, { intervalMs: 60_000, maxRows: 10_000, maxBytes, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics);
+    const f = built(new Flusher(log, counting, { intervalMs: 60_000, maxRows: 10_000, maxBytes, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics));
     await f.flushNow();
     expect(await count()).toBe(203);
     expect(sizes.length).toBeGreaterThanOrEqual(7);
     for (const n of sizes) expect(n).toBeLessThanOrEqual(maxBytes);
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(big.buf.length + small.buf.length);
-    await f.close(1000);
   });
 
   it('keeps rows through a store outage and retries until they land', async () => {
@@ -125,7 +131,6 @@ describe('Flusher with a real DuckDB store', () => {
     expect(flaky.attempts).toBe(5);
     expect(await count()).toBe(10);
     expect(await metrics.storeErrors.get()).toMatchObject({ values: [{ value: 4 }] });
-    await f.close(1000);
   });
 
   it('dead-letters only the rows the store refuses, with the reason', async () => {
@@ -143,7 +148,6 @@ describe('Flusher with a real DuckDB store', () => {
     expect(entries[0]?.row).toBe(bad);
     expect(entries[0]?.reason).toMatch(/Conversion Error|Invalid Input/);
     expect(log.bytes).toBe(0);
-    await f.close(1000);
   });
 
   it('replays segments left by an earlier run, once', async () => {
@@ -158,7 +162,6 @@ describe('Flusher with a real DuckDB store', () => {
     const f = flusherFor(store);
     await f.flushNow();
     expect(await count()).toBe(6);
-    await f.close(1000);
   });
 
   it('gives up at the drain timeout and leaves the rows in the log', async () => {
@@ -190,7 +193,11 @@ describe('splitRecord', () => {
 
   it('keeps a record within the limit whole, without copying it', () => {
     const r = { payload: lines([10, 20]), rows: 2 };
-    expect([...splitRecord(r, 100)]).toEqual([r]);
+    const pieces = [...splitRecord(r, 100)];
+    expect(pieces).toHaveLength(1);
+    // The record's own buffer, not an equal copy of it.
+    expect(pieces[0]?.payload).toBe(r.payload);
+    expect(pieces[0]?.rows).toBe(2);
   });
 
   it('cuts after newlines into pieces of at most maxBytes, a longer line alone, rows counted', () => {
@@ -201,6 +208,10 @@ describe('splitRecord', () => {
       expect(Buffer.concat(pieces.map((p) => p.payload)).equals(payload)).toBe(true);
       expect(pieces.reduce((n, p) => n + p.rows, 0)).toBe(lens.length);
       for (const p of pieces) {
+        // Views into the record's memory, not copies.
+        expect(p.payload.buffer).toBe(payload.buffer);
+        expect(p.payload.byteOffset).toBeGreaterThanOrEqual(payload.byteOffset);
+        expect(p.payload.byteOffset + p.payload.length).toBeLessThanOrEqual(payload.byteOffset + payload.length);
         expect(p.payload[p.payload.length - 1]).toBe(10);
         expect(p.rows).toBe(p.payload.toString().split('\n').length - 1);
         if (p.payload.length > max) expect(p.rows).toBe(1);

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { DrainingError, InvalidJsonError, ValidationError } from '@trace-ingest/shared/errors';
 import { encodeSpanLine, encodeTraceHead, type SpanPricer } from '@trace-ingest/shared/rows';
-import type { Span } from '@trace-ingest/shared/schema';
+import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
 import type { ResolvedKey } from '@trace-ingest/store/key-store';
 import type { Authenticator } from './auth.js';
@@ -43,20 +43,7 @@ export interface IngestDeps {
 export function ingestHandler(deps: IngestDeps) {
   return async (req: Request, res: Response): Promise<void> => {
     const started = performance.now();
-    if (deps.isDraining()) throw new DrainingError();
-
-    // 1. Size, by the declared length (a chunked body is counted while read).
-    checkDeclaredLength(req, deps.maxBodyBytes);
-
-    // 2. Key.
-    const key = await deps.auth.authenticate(req.headers);
-    res.locals.keyPrefix = key.prefix;
-    res.locals.orgId = key.orgId;
-
-    // 3. Per-key rate limit, then the org's monthly quota.
-    const now = Date.now();
-    await deps.limiter.consume(key.keyId, key.rateLimitRps);
-    await deps.quota.check(key.orgId, key.monthlySpans, now);
+    const { key, now } = await admit(req, res, deps);
 
     // 4. Read, parse and validate; 5. price; 6. buffer. A slot covers a large
     // body's whole life in memory (bytes, parsed objects, encoded rows until the
@@ -73,33 +60,61 @@ export function ingestHandler(deps: IngestDeps) {
     } finally {
       release();
     }
-    deps.flusher.notify();
-    await deps.quota.add(key.orgId, batch.rows, now);
-
-    deps.metrics.spansAccepted.inc(batch.rows);
-    if (batch.unpriced.length > 0) {
-      deps.metrics.spansUnpriced.inc(batch.unpriced.length);
-      for (const sp of batch.unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
-    }
-    deps.metrics.requestDuration.observe((performance.now() - started) / 1000);
-    deps.metrics.requests.inc({ status: '202', code: '' });
+    await accepted(deps, key, batch, now, started, '202');
     res.status(202).json({ accepted: batch.rows });
   };
+}
+
+/**
+ * Steps 1-3 of every ingest route (size → key → rate limit and quota). Key
+ * and limits need only headers, so they run before the body is read.
+ */
+export async function admit(req: Request, res: Response, deps: IngestDeps): Promise<{ key: ResolvedKey; now: number }> {
+  if (deps.isDraining()) throw new DrainingError();
+
+  // 1. Size, by the declared length (a chunked body is counted while read).
+  checkDeclaredLength(req, deps.maxBodyBytes);
+
+  // 2. Key.
+  const key = await deps.auth.authenticate(req.headers);
+  res.locals.keyPrefix = key.prefix;
+  res.locals.orgId = key.orgId;
+
+  // 3. Per-key rate limit, then the org's monthly quota.
+  const now = Date.now();
+  await deps.limiter.consume(key.keyId, key.rateLimitRps);
+  await deps.quota.check(key.orgId, key.monthlySpans, now);
+  return { key, now };
+}
+
+/** After the write log holds a batch: wake the flusher, count it against the quota, record the metrics. */
+export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: EncodedBatch, now: number, started: number, status: string): Promise<void> {
+  deps.flusher.notify();
+  // The batch will be stored: from here on the answer is a success (a failed count is retried by the counter).
+  await deps.quota.add(key.orgId, batch.rows, now);
+
+  deps.metrics.spansAccepted.inc(batch.rows);
+  if (batch.unpriced.length > 0) {
+    deps.metrics.spansUnpriced.inc(batch.unpriced.length);
+    for (const sp of batch.unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
+  }
+  deps.metrics.requestDuration.observe((performance.now() - started) / 1000);
+  deps.metrics.requests.inc({ status, code: '' });
 }
 
 /** Below this declared size (and not compressed) a body is read without a slot. */
 export const SMALL_BODY_BYTES = 1024 * 1024;
 
-const noop = (): void => undefined;
+export const noop = (): void => undefined;
 
-function needsSlot(req: Request): boolean {
+export function needsSlot(req: Request): boolean {
   const declared = Number(req.headers['content-length']);
   const encoding = req.headers['content-encoding'];
   const plain = encoding === undefined || encoding === '' || encoding.trim().toLowerCase() === 'identity';
   return !(plain && Number.isFinite(declared) && declared <= SMALL_BODY_BYTES);
 }
 
-interface EncodedBatch {
+export interface EncodedBatch {
   /** Canonical NDJSON lines, one per span. */
   lines: Buffer;
   rows: number;
@@ -109,13 +124,16 @@ interface EncodedBatch {
 async function encodeBody(req: Request, deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
   const result = validateIngest(parseJson(await readBody(req, deps.maxBodyBytes)));
   if (!result.ok) throw new ValidationError(result.issues);
-  const payload = result.value;
+  return encodeTraces(result.value.traces, deps, key, now);
+}
 
+/** Steps 5-6 of every ingest route: price each span of valid traces and encode its row. */
+export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
   await deps.pricing.refresh();
   const ctx = { orgId: key.orgId, keyPrefix: key.prefix, receivedAt: now };
   const lines: string[] = [];
   const unpriced: Span[] = [];
-  for (const trace of payload.traces) {
+  for (const trace of traces) {
     const head = encodeTraceHead(trace, ctx);
     for (const span of trace.spans) {
       const costs = deps.pricing.price(span, key.orgId);

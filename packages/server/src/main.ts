@@ -1,11 +1,14 @@
 import { loadConfig } from '@trace-ingest/shared/config';
 import { TiError } from '@trace-ingest/shared/errors';
+import { onShutdownSignals, SIGNAL_REPEAT_MS } from '@trace-ingest/shared/signals';
 import { createLogger } from './logger.js';
 import { IngestServer } from './server.js';
 
 /**
  * The server's entry point: the only place that reads the environment.
- * SIGTERM/SIGINT start a drain; a second signal during it forces exit.
+ * SIGTERM/SIGINT start a drain; a second signal event during it forces exit.
+ * The copies of one event (the process group's and a parent's forwarded one)
+ * start one drain.
  */
 export async function main(env: Record<string, string | undefined> = process.env): Promise<void> {
   let config;
@@ -18,24 +21,23 @@ export async function main(env: Record<string, string | undefined> = process.env
   }
   const logger = createLogger({ level: config.LOG_LEVEL, pretty: config.LOG_PRETTY });
   const server = new IngestServer(config, logger);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) {
+  onShutdownSignals({
+    first: (signal) => {
+      logger.info({ signal }, `shutdown requested: draining; send the signal again (after ${SIGNAL_REPEAT_MS} ms) to exit at once`);
+      server.shutdown().then(
+        () => process.exit(0),
+        (e: unknown) => {
+          logger.error({ err: e }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    },
+    copy: (signal) => logger.debug({ signal }, 'the same signal again (process group and forwarded): one drain'),
+    again: (signal) => {
       logger.warn({ signal }, 'second signal during drain: exiting now; unflushed rows stay in the write log');
       process.exit(1);
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutdown requested');
-    server.shutdown().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        logger.error({ err: e }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+    },
+  });
   try {
     await server.start();
   } catch (e) {

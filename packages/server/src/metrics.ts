@@ -51,7 +51,10 @@ export class Metrics {
   });
   readonly bufferBytes = new Gauge({ name: 'trace_ingest_buffer_bytes', help: 'Bytes in the write log not yet confirmed by the span store', registers: [this.registry] });
   readonly bufferSegments = new Gauge({ name: 'trace_ingest_buffer_segments', help: 'Write log segments not yet retired', registers: [this.registry] });
+  readonly bodySlotsHeld = new Gauge({ name: 'trace_ingest_body_slots_held', help: 'Large or compressed request bodies being read now (at most MAX_CONCURRENT_BODIES)', registers: [this.registry] });
+  readonly bodySlotsWaiting = new Gauge({ name: 'trace_ingest_body_slots_waiting', help: 'Large or compressed request bodies waiting for a body slot', registers: [this.registry] });
   readonly bufferFull = new Counter({ name: 'trace_ingest_buffer_full_total', help: 'Requests refused with 503 because the write log was full', registers: [this.registry] });
+  readonly quotaOwedSpans = new Gauge({ name: 'trace_ingest_quota_owed_spans', help: 'Accepted spans not yet added to the quota usage because the key store (or Redis) failed; retried', registers: [this.registry] });
   readonly rowsFlushed = new Counter({ name: 'trace_ingest_rows_flushed_total', help: 'Rows confirmed by the span store', registers: [this.registry] });
   readonly flushDuration = new Histogram({
     name: 'trace_ingest_flush_duration_seconds',

@@ -209,6 +209,7 @@ describe('Redis-shared limits', () => {
       dead.disconnect();
     }
     const owned = new RedisRateLimiter(REDIS_URL, { keyPrefix: `${PREFIX}:${seq++}` });
+    closers.push(() => owned.close());
     await owned.ready();
     await expect(owned.consume('k', 1)).resolves.toBeUndefined();
     await owned.close();

@@ -12,13 +12,14 @@ import type { SpanStore } from '@trace-ingest/store/span-store';
 import express from 'express';
 import { AdminServer } from './admin.js';
 import { createApp, metricsHandler } from './app.js';
+import { OtlpCodec } from './otlp-codec.js';
 import { Authenticator } from './auth.js';
 import { BodySlots } from './body.js';
 import { Flusher } from './flusher.js';
 import type { Pricing } from './ingest.js';
 import { Metrics } from './metrics.js';
 import { createPricing } from './pricing.js';
-import { StoreQuotaCounter, type QuotaCounter } from './quota.js';
+import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.js';
 import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';
 import { WriteLog } from './write-log.js';
 
@@ -69,7 +70,7 @@ export class IngestServer {
   private keyStore: KeyStore | undefined;
   private spanStore: SpanStore | undefined;
   private limiter: RateLimiter | undefined;
-  private quota: QuotaCounter | undefined;
+  private quota: ReconcilingQuota | undefined;
   private log: WriteLog | undefined;
   private flusher: Flusher | undefined;
   private http: http.Server | undefined;
@@ -98,7 +99,7 @@ export class IngestServer {
 
   async start(): Promise<void> {
     const c = this.config;
-    const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS, duckdbThreads: c.DUCKDB_THREADS, duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT };
+    const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS, duckdbThreads: c.DUCKDB_THREADS, duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT, logger: this.logger };
     const keyStore = this.parts.keyStore ?? (await createKeyStore(storeOpts));
     this.keyStore = keyStore;
     await keyStore.start();
@@ -127,13 +128,14 @@ export class IngestServer {
       const limiter = new RedisRateLimiter(c.REDIS_URL, { keyPrefix: c.REDIS_KEY_PREFIX });
       const quota = new RedisQuotaCounter(c.REDIS_URL, keyStore, { keyPrefix: c.REDIS_KEY_PREFIX, onRedisError });
       this.limiter = limiter;
-      this.quota = quota;
+      this.quota = this.reconciling(quota);
       // Connect before listening, so the first requests are not refused while the client connects.
       await Promise.all([limiter.ready(5000), quota.ready(5000)]).catch((e: unknown) => this.logger.warn({ err: e }, 'redis is not reachable yet; requests get 503 until it is'));
     } else {
       this.limiter = this.parts.limiter ?? new MemoryRateLimiter();
-      this.quota = this.parts.quota ?? new StoreQuotaCounter(keyStore);
+      this.quota = this.reconciling(this.parts.quota ?? new StoreQuotaCounter(keyStore));
     }
+    await this.quota.start();
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
     fastValidator();
 
@@ -145,10 +147,14 @@ export class IngestServer {
       pricing,
       log: this.log,
       flusher: this.flusher,
-      slots: new BodySlots(c.MAX_CONCURRENT_BODIES),
+      slots: new BodySlots(c.MAX_CONCURRENT_BODIES, (held, waiting) => {
+        this.metrics.bodySlotsHeld.set(held);
+        this.metrics.bodySlotsWaiting.set(waiting);
+      }),
       metrics: this.metrics,
       logger: this.logger,
       isDraining: () => this.draining,
+      otlp: { codec: new OtlpCodec(), mapping: { customerAttributes: c.OTLP_CUSTOMER_ATTRIBUTES, sessionAttributes: c.OTLP_SESSION_ATTRIBUTES } },
       serveMetrics: c.METRICS_PORT === undefined,
       checkReady: async () => {
         await keyStore.ping();
@@ -192,6 +198,11 @@ export class IngestServer {
         `no API keys yet: create one with "npx trace-ingest orgs create <org>" then "npx trace-ingest keys create --org <org>" (same DATA_DIR=${c.dataDir})`,
       );
     }
+  }
+
+  /** Once a batch is in the write log its answer is 202: a failing quota store is caught up later. */
+  private reconciling(quota: QuotaCounter): ReconcilingQuota {
+    return new ReconcilingQuota(quota, { pendingFile: path.join(this.config.dataDir, 'quota-owed.json'), logger: this.logger, metrics: this.metrics });
   }
 
   /** Headless install: TRACE_INGEST_INIT_ORG / TRACE_INGEST_INIT_API_KEY create the org and key when absent. */

@@ -26,6 +26,13 @@ const bool = (def: boolean) =>
     .default(def ? 'true' : 'false')
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
+const attributeList = (def: string) =>
+  z
+    .string()
+    .default(def)
+    .transform((v) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
+    .pipe(z.array(z.string().max(256)).min(1, { message: 'must name at least one attribute' }));
+
 export const ConfigSchema = z.object({
   PORT: int(4000).pipe(z.number().max(65535)),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -61,6 +68,9 @@ export const ConfigSchema = z.object({
   /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
   REDIS_KEY_PREFIX: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/).default('trace-ingest'),
   PRICE_CATALOG_FILE: optionalString,
+  /** OTLP span or resource attributes read, in order, for a trace's customer id and session id. */
+  OTLP_CUSTOMER_ATTRIBUTES: attributeList('enduser.id,user.id'),
+  OTLP_SESSION_ATTRIBUTES: attributeList('session.id,gen_ai.conversation.id'),
   TRACE_INGEST_INIT_ORG: optionalString,
   TRACE_INGEST_INIT_API_KEY: optionalString,
 });

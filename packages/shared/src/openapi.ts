@@ -30,6 +30,85 @@ const retryAfter = {
   'Retry-After': { description: 'Seconds to wait before retrying (integer >= 1).', schema: { type: 'integer', minimum: 1 } },
 };
 
+const otlpStatus = (description: string, headers?: JsonObject): JsonObject => ({
+  description,
+  ...(headers === undefined ? {} : { headers }),
+  content: {
+    'application/json': { schema: { $ref: '#/components/schemas/OtlpStatus' } },
+    'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: 'google.rpc.Status, protobuf-encoded (for a protobuf request).' } },
+  },
+});
+
+/** POST /v1/traces: OTLP/HTTP. Its messages are defined by opentelemetry-proto, not here; the document names them. */
+function otlpTracesPath(): JsonObject {
+  return {
+    post: {
+      operationId: 'otlpExportTraces',
+      summary: 'Ingest OpenTelemetry traces (OTLP/HTTP)',
+      description:
+        'An opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest, as protobuf or in the OTLP JSON encoding (hex ids, integer enums, ' +
+        'lowerCamelCase, 64-bit integers as strings or numbers, unknown fields ignored), optionally gzip-compressed; the answer is encoded like the request. ' +
+        'Same checks as /ingest, in the same order (size, key, rate limit and quota, decode, map, price, write log); GenAI semantic-convention attributes ' +
+        '(and the OpenInference, Vercel AI SDK and older gen_ai aliases) are mapped onto span rows and priced. The 200 is sent once the batch is in the write log. ' +
+        'Statuses follow OTLP retry rules: only 429 and 503 are worth retrying; a used-up quota is 403 so that exporters do not retry it.',
+      requestBody: {
+        required: true,
+        content: {
+          'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: 'ExportTraceServiceRequest, protobuf-encoded.' } },
+          'application/json': { schema: { $ref: '#/components/schemas/OtlpExportTraceServiceRequest' } },
+        },
+      },
+      responses: {
+        '200': {
+          description: 'Accepted into the write log; spans that could not be stored are counted in partialSuccess. An empty request is a 200 too.',
+          content: {
+            'application/json': { schema: { $ref: '#/components/schemas/OtlpExportTraceServiceResponse' } },
+            'application/x-protobuf': { schema: { type: 'string', format: 'binary', description: 'ExportTraceServiceResponse, protobuf-encoded.' } },
+          },
+        },
+        '400': otlpStatus('Not a decodable ExportTraceServiceRequest, or a bad Content-Encoding (INVALID_ARGUMENT). Not retried.'),
+        '401': otlpStatus('API key missing, invalid or revoked (UNAUTHENTICATED). Not retried.'),
+        '403': otlpStatus('The monthly span quota is used up (RESOURCE_EXHAUSTED, no Retry-After). Not retried: final until the plan is upgraded.'),
+        '413': otlpStatus('Body exceeds INGEST_MAX_BODY_BYTES, on the wire or after decompression. Not retried.'),
+        '415': otlpStatus('Content-Type is neither application/x-protobuf nor application/json.'),
+        '429': otlpStatus('Per-key rate limit (RESOURCE_EXHAUSTED); retry after Retry-After.', retryAfter),
+        '503': otlpStatus('Draining for shutdown or the write buffer is full (UNAVAILABLE); retry after Retry-After.', retryAfter),
+      },
+    },
+  };
+}
+
+const otlpSchemas = {
+  OtlpExportTraceServiceRequest: {
+    type: 'object',
+    description: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest in the OTLP JSON encoding (see opentelemetry-proto). Unknown fields are ignored.',
+    properties: { resourceSpans: { type: 'array', items: { type: 'object' } } },
+  },
+  OtlpExportTraceServiceResponse: {
+    type: 'object',
+    properties: {
+      partialSuccess: {
+        type: 'object',
+        properties: {
+          rejectedSpans: { type: ['string', 'integer'], description: 'Spans not stored (an int64: a string in JSON).' },
+          errorMessage: { type: 'string', description: 'Why, for the first few rejected spans.' },
+        },
+      },
+    },
+  },
+  OtlpStatus: {
+    type: 'object',
+    description: 'google.rpc.Status; `error` repeats `message`, as every error body of this service carries `error`.',
+    required: ['code', 'message', 'error'],
+    properties: {
+      code: { type: 'integer', description: 'google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED.' },
+      message: { type: 'string' },
+      details: { type: 'array', items: { type: 'object' } },
+      error: { type: 'string' },
+    },
+  },
+};
+
 export function buildOpenApiDocument(): JsonObject {
   return {
     openapi: '3.1.0',
@@ -61,6 +140,7 @@ export function buildOpenApiDocument(): JsonObject {
           },
         },
       },
+      '/v1/traces': otlpTracesPath(),
       '/healthz': { get: { operationId: 'health', summary: 'The process is up', security: [], responses: { '200': { description: 'Alive' } } } },
       '/readyz': {
         get: {
@@ -82,6 +162,7 @@ export function buildOpenApiDocument(): JsonObject {
         IngestPayload: ingestPayloadJsonSchema(),
         IngestAccepted: jsonSchema(IngestAcceptedSchema, 'output'),
         Error: jsonSchema(ErrorBodySchema, 'output'),
+        ...otlpSchemas,
       },
     },
   };

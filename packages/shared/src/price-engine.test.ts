@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { makeSpan } from '../../../test/factories.js';
 import { formatDecimal, parseDecimal } from './decimal.js';
 import { PriceEngine, type PriceOverride } from './price-engine.js';
@@ -139,6 +139,7 @@ describe('PriceEngine overrides', () => {
 describe('PRICE_CATALOG_FILE', () => {
   it('loads a catalog in the library format with no network', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cat-'));
+    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'data.json');
     fs.writeFileSync(file, JSON.stringify([{ id: 'acme', name: 'Acme', api_pattern: 'acme', model_match: { starts_with: 'acme-' }, models: [{ id: 'acme-1', match: { equals: 'acme-1' }, prices: { input_mtok: 4, output_mtok: 8 } }] }]));
     const engine = await PriceEngine.create({ catalogFile: file });
@@ -146,6 +147,5 @@ describe('PRICE_CATALOG_FILE', () => {
     expect(engine.price(span({ modelId: 'acme-1', usage: { inputTokens: M, outputTokens: M } }), 'o')).toMatchObject({ input_cost: '4', output_cost: '8' });
     fs.writeFileSync(file, '{"not": "a catalog"}');
     await expect(PriceEngine.create({ catalogFile: file })).rejects.toThrow(/not a genai-prices data file/);
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 });

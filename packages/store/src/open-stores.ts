@@ -1,3 +1,4 @@
+import type { ClickHouseLogger } from './clickhouse.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { SqliteKeyStore } from './key-store-sqlite.js';
 import type { KeyStore } from './key-store.js';
@@ -13,6 +14,8 @@ export interface StoreOptions {
   requestTimeoutMs?: number;
   duckdbThreads?: number | undefined;
   duckdbMemoryLimit?: string | undefined;
+  /** Where a store reports what it did on its own, such as migrations applied at start. */
+  logger?: ClickHouseLogger | undefined;
 }
 
 export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
@@ -26,7 +29,11 @@ export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
 export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
   if (opts.clickhouseUrl !== undefined) {
     const { ClickHouseSpanStore } = await import('./clickhouse.js');
-    return new ClickHouseSpanStore({ url: opts.clickhouseUrl, ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }) });
+    return new ClickHouseSpanStore({
+      url: opts.clickhouseUrl,
+      ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }),
+      ...(opts.logger === undefined ? {} : { logger: opts.logger }),
+    });
   }
   return new DuckDbSpanStore({ file: opts.duckdbFile, threads: opts.duckdbThreads, memoryLimit: opts.duckdbMemoryLimit });
 }

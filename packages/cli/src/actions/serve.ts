@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { onShutdownSignals } from '@trace-ingest/shared/signals';
 
 /** The server binary, beside this package in the workspace (and in the image). */
 export const SERVER_BIN = fileURLToPath(new URL('../../../server/bin/trace-ingest-server.js', import.meta.url));
@@ -7,19 +8,21 @@ export const SERVER_BIN = fileURLToPath(new URL('../../../server/bin/trace-inges
 /**
  * Runs the server as a child process with this environment and forwards
  * SIGTERM/SIGINT to it, so a drain behaves exactly as with the server run
- * directly. Resolves with its exit code.
+ * directly (`kill <pid>` from a process manager reaches the server through
+ * this). Forwarded once per signal event: a signal sent to the process group
+ * reaches this process (often twice, with npm's copy) and the server
+ * directly; the server takes the copies as one event. Resolves with its exit
+ * code.
  */
 export function serve(env: Record<string, string | undefined>, extraNodeArgs: readonly string[] = []): Promise<number> {
   const child = spawn(process.execPath, [...extraNodeArgs, SERVER_BIN], { env, stdio: 'inherit' });
-  const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
-  const onTerm = forward('SIGTERM');
-  const onInt = forward('SIGINT');
-  process.on('SIGTERM', onTerm);
-  process.on('SIGINT', onInt);
+  const forward = (sig: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+  };
+  const stopListening = onShutdownSignals({ first: forward, again: forward });
   return new Promise((resolve) => {
     child.once('exit', (code, signal) => {
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
+      stopListening();
       resolve(code ?? (signal === null ? 1 : 128));
     });
   });

@@ -1,0 +1,82 @@
+import type { Request, Response } from 'express';
+import { ValidationError } from '@trace-ingest/shared/errors';
+import { mapExportRequest, type MappedTraces, type OtlpMappingOptions } from '@trace-ingest/shared/otlp-genai';
+import type { Trace } from '@trace-ingest/shared/schema';
+import { validateIngest } from '@trace-ingest/shared/validate';
+import { readBody } from './body.js';
+import { accepted, admit, encodeTraces, needsSlot, noop, type EncodedBatch, type IngestDeps } from './ingest.js';
+import { requestFormat, UnsupportedMediaTypeError, type OtlpCodec, type OtlpFormat } from './otlp-codec.js';
+
+export interface OtlpDeps extends IngestDeps {
+  otlp: { codec: OtlpCodec; mapping: OtlpMappingOptions };
+}
+
+/**
+ * POST /v1/traces (OTLP/HTTP), in the order of checks of /ingest:
+ * size → key → rate limit and quota → decode → map → price → write log.
+ * The 200 is sent once the fsync'd write log holds the batch, as /ingest's
+ * 202 is; the rows go to the same spans table, deduplicated the same way.
+ */
+export function otlpTracesHandler(deps: OtlpDeps) {
+  const { codec, mapping } = deps.otlp;
+  return async (req: Request, res: Response): Promise<void> => {
+    const started = performance.now();
+    const { key, now } = await admit(req, res, deps);
+
+    const ct = req.headers['content-type'];
+    const format = requestFormat(ct);
+    if (format === undefined) throw new UnsupportedMediaTypeError((ct ?? '').split(';')[0]?.trim() ?? '');
+
+    const release = needsSlot(req) ? await deps.slots.acquire() : noop;
+    let mapped: MappedTraces;
+    let batch: EncodedBatch;
+    try {
+      const decoded = codec.decodeRequest(await readBody(req, deps.maxBodyBytes), format);
+      mapped = mapExportRequest(decoded, mapping);
+      const traces = validTraces(mapped);
+      batch = await encodeTraces(traces, deps, key, now);
+      if (batch.rows > 0) await deps.log.append(batch.lines, batch.rows);
+    } finally {
+      release();
+    }
+    if (batch.rows > 0) await accepted(deps, key, batch, now, started, '200');
+    else deps.metrics.requests.inc({ status: '200', code: '' });
+
+    const message = mapped.rejected > 0 ? `${mapped.rejected} span${mapped.rejected === 1 ? '' : 's'} rejected; ${mapped.rejectReasons.join('; ')}` : '';
+    send(res, format, 200, codec.encodeResponse(format, mapped.rejected, message));
+  };
+}
+
+/**
+ * The mapping builds spans within the v1 limits; the v1 validator still has
+ * the last word, so nothing is written that /ingest would refuse. A trace
+ * it refuses is retried span by span and only the failing spans are
+ * rejected (counted in `partial_success`).
+ */
+function validTraces(mapped: MappedTraces): Trace[] {
+  const out: Trace[] = [];
+  for (let i = 0; i < mapped.traces.length; i += 1000) {
+    const chunk = mapped.traces.slice(i, i + 1000);
+    if (chunk.length === 0) continue;
+    if (validateIngest({ version: 'v1', traces: chunk }).ok) {
+      out.push(...chunk);
+      continue;
+    }
+    for (const trace of chunk) {
+      const kept = trace.spans.filter((span) => {
+        const r = validateIngest({ version: 'v1', traces: [{ ...trace, spans: [span] }] });
+        if (r.ok) return true;
+        mapped.rejected++;
+        mapped.spans--;
+        if (mapped.rejectReasons.length < 5) mapped.rejectReasons.push(`span ${span.spanId} of trace ${trace.traceId}: ${new ValidationError(r.issues).message}`);
+        return false;
+      });
+      if (kept.length > 0) out.push({ ...trace, spans: kept });
+    }
+  }
+  return out;
+}
+
+function send(res: Response, format: OtlpFormat, status: number, body: Buffer | string): void {
+  res.status(status).type(format === 'json' ? 'application/json' : 'application/x-protobuf').send(body);
+}
