@@ -30,7 +30,9 @@ describe('crash safety (real child process, kill -9)', () => {
     let seq = 0;
     for (let round = 0; round < 3; round++) {
       const child = await startChildServer(env);
-      onTestFinished(() => child.proc.kill('SIGKILL'));
+      onTestFinished(() => {
+        child.proc.kill('SIGKILL');
+      });
       let stop = false;
       const client = async () => {
         while (!stop) {
@@ -57,7 +59,9 @@ describe('crash safety (real child process, kill -9)', () => {
 
     // Restart, let the write log replay, then stop cleanly (the drain flushes what is left).
     const child = await startChildServer(env);
-    onTestFinished(() => child.proc.kill('SIGKILL'));
+    onTestFinished(() => {
+      child.proc.kill('SIGKILL');
+    });
     child.proc.kill('SIGTERM');
     expect(await child.exited).toBe(0);
 
