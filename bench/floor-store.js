@@ -6,7 +6,8 @@
 //               into a fresh file with the service's table (primary key and index included);
 //   ClickHouse: one HTTP `INSERT INTO spans FORMAT JSONEachRow` into a fresh database with the
 //               service's migrations.
-// Only the load statement is timed. Prints { rows, bytes, seconds, rowsPerSec, mbPerSec }.
+// Only the load statement is timed (and, for DuckDB, its CPU in this process, every thread).
+// Prints { rows, bytes, seconds, rowsPerSec, mbPerSec, cpuUsPerRow }.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -48,11 +49,13 @@ async function duckdb(lines, rows) {
     const list = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
     const columns = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${TYPES[k]}'`).join(', ')}}`;
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     await conn.run(`INSERT INTO spans (${list}) SELECT ${list} FROM read_json('${file}', format = 'newline_delimited', columns = ${columns}, maximum_object_size = 33554432)`);
     const seconds = (performance.now() - t0) / 1000;
+    const c = process.cpuUsage(c0);
     const n = Number((await conn.runAndReadAll('SELECT count(*)::BIGINT AS n FROM spans')).getRowObjectsJson()[0].n);
     if (n !== rows) throw new Error(`DuckDB floor stored ${n} of ${rows} rows`);
-    return seconds;
+    return { seconds, cpuSeconds: (c.user + c.system) / 1e6 };
   } finally {
     conn.closeSync();
     inst.closeSync();
@@ -79,12 +82,13 @@ async function clickhouse(lines, rows) {
     if (!res.ok) throw new Error(`ClickHouse floor insert failed: ${text.slice(0, 300)}`);
     const n = Number((await (await q('SELECT count() FROM spans FINAL')).text()).trim());
     if (n !== rows) throw new Error(`ClickHouse floor stored ${n} of ${rows} rows`);
-    return seconds;
+    // The insert's CPU is ClickHouse's, in another process: not counted here.
+    return { seconds, cpuSeconds: NaN };
   } finally {
     await q(`DROP DATABASE IF EXISTS ${db}`);
   }
 }
 
 const { lines, rows } = ndjson();
-const seconds = cfg.clickhouseUrl ? await clickhouse(lines, rows) : await duckdb(lines, rows);
-process.stdout.write(JSON.stringify({ store: cfg.clickhouseUrl ? 'clickhouse' : 'duckdb', rows, bytes: lines.length, seconds, rowsPerSec: rows / seconds, mbPerSec: lines.length / seconds / 1e6 }));
+const { seconds, cpuSeconds } = cfg.clickhouseUrl ? await clickhouse(lines, rows) : await duckdb(lines, rows);
+process.stdout.write(JSON.stringify({ store: cfg.clickhouseUrl ? 'clickhouse' : 'duckdb', rows, bytes: lines.length, seconds, rowsPerSec: rows / seconds, mbPerSec: lines.length / seconds / 1e6, cpuUsPerRow: (cpuSeconds * 1e6) / rows }));

@@ -1,5 +1,5 @@
 // One measurement each of the service and of the floors, on the same workload and connections.
-import { clickhouseQuery, countStored, rssSampler, runChild, runLoad, sleep, startFloor, startService, walBytes } from './procs.js';
+import { clickhouseQuery, countStored, cpuOf, reapedChildrenCpu, rssSampler, runChild, runLoad, sleep, startFloor, startService, walBytes } from './procs.js';
 
 const WARMUP_SECONDS = 3;
 // Ids of the warm-up requests, far above any measured run's (each request takes one id).
@@ -32,6 +32,8 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
   const svc = await startService({ mode, replicas });
   try {
     const samplers = svc.servers.map((s) => rssSampler(s.proc.pid));
+    // Server CPU from here (ready, idle) to its exit: request path, flusher and store alike.
+    const cpuAtStart = svc.servers.reduce((n, s) => n + (cpuOf(s.proc.pid) ?? 0), 0);
     // A fixed-rate run measures a warm server: the JIT's first seconds are a start-up cost,
     // not latency under load. The warm-up's spans are counted in the store check below.
     const warm = rate ? await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: WARMUP_SECONDS, rate, startId: WARMUP_FIRST_ID }) : undefined;
@@ -52,8 +54,12 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
       }
       lagMs = performance.now() - t0;
     }
+    const cpuAtLoadEnd = svc.servers.reduce((n, s) => n + (cpuOf(s.proc.pid) ?? 0), 0);
+    const reapedBefore = reapedChildrenCpu();
     const t1 = performance.now();
     const exits = await svc.stop();
+    // The servers are the only children that exit between these two reads.
+    const cpuTotal = reapedChildrenCpu() - reapedBefore - cpuAtStart;
     const drainMs = performance.now() - t1;
     if (lagMs === undefined) lagMs = drainMs;
     const peakRss = Math.max(...samplers.map((x) => x.stop()));
@@ -64,6 +70,10 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
       // Only for a fixed rate: the rate asked of the paced generator and the connections it used for it.
       ...(load.rate ? { targetReqPerSec: load.rate, connections: load.connections } : {}),
       peakRssMb: peakRss / 2 ** 20,
+      // The headline: server CPU (user + system) per stored span, load and drain.
+      cpuUsPerSpan: stored > 0 ? (cpuTotal * 1e6) / stored : NaN,
+      cpuSeconds: cpuTotal,
+      cpuDrainSeconds: cpuTotal + cpuAtStart - cpuAtLoadEnd,
       lagMs,
       drainMs,
       walMbAtEnd: walAtEnd / 1e6,
@@ -87,8 +97,12 @@ export async function measureFloor(name, kind, o) {
   const floor = await startFloor(kind);
   try {
     const rss = rssSampler(floor.proc.pid);
+    const cpu0 = cpuOf(floor.proc.pid) ?? NaN;
     const load = await runLoad({ urls: [floor.url], key: 'x', workload: name, connections: o.connections, duration: o.duration });
-    return { ...loadFigures(load, false), peakRssMb: rss.stop() / 2 ** 20 };
+    const cpu = (cpuOf(floor.proc.pid) ?? NaN) - cpu0;
+    // Per span handled: every answered body, the ones answered after the measured window included.
+    const handled = (load.idsIssued ?? load.ok) * load.spansPerRequest;
+    return { ...loadFigures(load, false), peakRssMb: rss.stop() / 2 ** 20, cpuUsPerSpan: (cpu * 1e6) / handled, cpuSeconds: cpu };
   } finally {
     await floor.stop();
   }

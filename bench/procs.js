@@ -48,6 +48,37 @@ export function memoryOf(pid) {
   }
 }
 
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU seconds (user + system, every thread) a live process has used so far, from /proc/<pid>/stat. */
+export function cpuOf(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces: count the fields after its closing parenthesis.
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14 and 15)
+  } catch {
+    return undefined; // exited
+  }
+}
+
+/**
+ * CPU seconds of this process's children that have exited and been reaped (cutime + cstime):
+ * read before and after a child's exit, the difference is that child's whole CPU time,
+ * the part after the last /proc sample included (a drain's last insert and DuckDB's checkpoint).
+ */
+export function reapedChildrenCpu() {
+  const s = fs.readFileSync('/proc/self/stat', 'utf8');
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[13]) + Number(f[14])) / CLK_TCK; // cutime, cstime (fields 16 and 17)
+}
+
 /** Polls a process's memory until stopped; the peak survives the process's exit. */
 export function rssSampler(pid, everyMs = 50) {
   let peak = 0;

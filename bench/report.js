@@ -30,18 +30,18 @@ export function printReport(o, results, abuse) {
     `\ntrace-ingest bench: ${o.connections} connections, ${o.duration} s per measurement, medians of ${o.runs} run(s); ` +
       `${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load avg ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}, node ${process.version}; store ${process.env.CLICKHOUSE_URL ? 'ClickHouse' : 'DuckDB'}`,
   );
-  out.push('\nThroughput and latency (service rows, then the floors measured on the same bodies and connections)');
+  out.push('\nThroughput and latency (service rows, then the floors measured on the same bodies and connections; CPU µs/span: the server process\'s user + system CPU, every thread, from ready to exit (load and drain) per stored span; for the floors, during the load per span handled)');
   const rows = [];
   for (const w of results) {
     for (const s of w.service) {
-      rows.push([w.workload, s.mode, fmt(s.spansPerSec), fmt(s.mbPerSec, 1), fmt(s.reqPerSec, 1), fmt(s.p50, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.non2xx + s.errors), fmt(s.peakRssMb), fmt(s.lagMs), fmt(s.walMbAtEnd, 1), `${fmt(s.stored)}/${fmt(s.ackedSpans)}`, fmt(s.lostSpans)]);
+      rows.push([w.workload, s.mode, fmt(s.cpuUsPerSpan, 1), fmt(s.spansPerSec), fmt(s.mbPerSec, 1), fmt(s.reqPerSec, 1), fmt(s.p50, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.non2xx + s.errors), fmt(s.peakRssMb), fmt(s.lagMs), fmt(s.walMbAtEnd, 1), `${fmt(s.stored)}/${fmt(s.ackedSpans)}`, fmt(s.lostSpans)]);
     }
     for (const [name, f] of [['floor discard', w.floors.discard], ['floor JSON.parse', w.floors.parse]]) {
-      rows.push([w.workload, name, fmt(f.spansPerSec), fmt(f.mbPerSec, 1), fmt(f.reqPerSec, 1), fmt(f.p50, 1), fmt(f.p90, 1), fmt(f.p99, 1), fmt(f.non2xx + f.errors), fmt(f.peakRssMb), '-', '-', '-', '-']);
+      rows.push([w.workload, name, fmt(f.cpuUsPerSpan, 1), fmt(f.spansPerSec), fmt(f.mbPerSec, 1), fmt(f.reqPerSec, 1), fmt(f.p50, 1), fmt(f.p90, 1), fmt(f.p99, 1), fmt(f.non2xx + f.errors), fmt(f.peakRssMb), '-', '-', '-', '-']);
     }
-    rows.push([w.workload, `floor ${w.floors.store.store} insert`, fmt(w.floors.store.rowsPerSec), fmt(w.floors.store.mbPerSec, 1), '-', '-', '-', '-', '-', '-', '-', '-', `${fmt(w.floors.store.rows)} rows`, '-']);
+    rows.push([w.workload, `floor ${w.floors.store.store} insert`, fmt(w.floors.store.cpuUsPerRow, 1), fmt(w.floors.store.rowsPerSec), fmt(w.floors.store.mbPerSec, 1), '-', '-', '-', '-', '-', '-', '-', '-', `${fmt(w.floors.store.rows)} rows`, '-']);
   }
-  out.push(table(['workload', 'server', 'spans/s', 'MB/s', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'lag ms', 'WAL MB', 'stored/acked', 'lost'], rows));
+  out.push(table(['workload', 'server', 'CPU µs/span', 'spans/s', 'MB/s', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'lag ms', 'WAL MB', 'stored/acked', 'lost'], rows));
 
   out.push('\nThe service as a fraction of each floor (1.00 = as fast as the floor), and the cost of durability');
   const ratios = [];
@@ -51,6 +51,7 @@ export function printReport(o, results, abuse) {
       ratios.push([
         w.workload,
         s.mode,
+        fmt(s.cpuUsPerSpan / w.floors.parse.cpuUsPerSpan, 1),
         fmt(s.spansPerSec / w.floors.discard.spansPerSec, 3),
         fmt(s.spansPerSec / w.floors.parse.spansPerSec, 2),
         fmt(s.mbPerSec / w.floors.parse.mbPerSec, 2),
@@ -60,7 +61,7 @@ export function printReport(o, results, abuse) {
       ]);
     }
   }
-  out.push(table(['workload', 'server', 'spans ÷ discard', 'spans ÷ JSON.parse', 'MB/s ÷ JSON.parse', 'spans ÷ store insert', 'fsync ÷ memory', 'fsync p50 +ms'], ratios));
+  out.push(table(['workload', 'server', 'CPU ÷ JSON.parse CPU', 'spans ÷ discard', 'spans ÷ JSON.parse', 'MB/s ÷ JSON.parse', 'spans ÷ store insert', 'fsync ÷ memory', 'fsync p50 +ms'], ratios));
 
   const fixed = results.flatMap((w) => (w.latency ?? []).map((s) => ({ workload: w.workload, ...s })));
   if (fixed.length > 0) {

@@ -7,7 +7,7 @@ import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { makeBulkPayload } from '../../../test/factories.js';
-import { Flusher, splitRecord } from './flusher.js';
+import { Flusher, splitRecord, splitRows } from './flusher.js';
 import { Metrics } from './metrics.js';
 import { WriteLog } from './write-log.js';
 
@@ -78,6 +78,28 @@ describe('Flusher with a real DuckDB store', () => {
     expect(await count()).toBe(150);
     expect(log.bytes).toBe(0);
     expect(fs.readdirSync(path.join(dir, 'wal')).filter((n) => n.endsWith('.wal'))).toHaveLength(1);
+  });
+
+  it('fills each insert to exactly maxRows while rows wait, cutting records at a line', async () => {
+    for (let i = 0; i < 7; i++) {
+      const b = batch(3, 10);
+      await log.append(b.buf, b.rows);
+    }
+    const counts: number[] = [];
+    const counting = new OutageStore(store, 0);
+    const insert = counting.insertLines.bind(counting);
+    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
+      counts.push(rows);
+      expect((Buffer.isBuffer(lines) ? [lines] : lines).reduce((n, c) => n + c.toString().split('\n').length - 1, 0)).toBe(rows);
+      return insert(lines as Buffer, rows);
+    };
+    const f = flusherFor(counting, 64);
+    await f.flushNow();
+    expect(counts).toEqual([64, 64, 64, 18]);
+    expect(await count()).toBe(210);
+    const ids = await store.query('SELECT count(DISTINCT (trace_id, span_id))::INTEGER AS n FROM spans');
+    expect(ids[0]?.n).toBe(210);
+    await f.close(1000);
   });
 
   it('keeps each insert under maxBytes, splitting a large record at line boundaries', async () => {
@@ -153,6 +175,17 @@ describe('Flusher with a real DuckDB store', () => {
     await f.close(200);
     expect(log.bytes).toBeGreaterThan(0);
     expect(await count()).toBe(0);
+  });
+});
+
+describe('splitRows', () => {
+  it('cuts a record after its n-th line, as views', () => {
+    const payload = Buffer.from('a\nbb\nccc\n');
+    const [head, rest] = splitRows({ payload, rows: 3 }, 2);
+    expect(head).toEqual({ payload: Buffer.from('a\nbb\n'), rows: 2 });
+    expect(rest).toEqual({ payload: Buffer.from('ccc\n'), rows: 1 });
+    expect(head.payload.buffer).toBe(payload.buffer);
+    expect(() => splitRows({ payload, rows: 5 }, 4)).toThrow(/fewer lines/);
   });
 });
 

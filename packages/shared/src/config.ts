@@ -39,9 +39,10 @@ export const ConfigSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   INGEST_MAX_BODY_BYTES: int(10 * 1024 * 1024, 1),
   FLUSH_INTERVAL_MS: int(1000, 1),
-  FLUSH_MAX_ROWS: int(10_000, 1),
-  /** The largest insert in bytes of rows: the store's memory for one insert grows with it. */
-  FLUSH_MAX_BYTES: int(8 * 1024 * 1024, 1024),
+  /** DuckDB's row group (8,192 rows): an insert of whole row groups skips DuckDB's own log. */
+  FLUSH_MAX_ROWS: int(8192, 1),
+  /** The largest insert in bytes of rows: the store's memory for one insert grows with it. 8,192 rows of 1 KB spans take ~18 MB. */
+  FLUSH_MAX_BYTES: int(24 * 1024 * 1024, 1024),
   FLUSH_TIMEOUT_MS: int(30_000, 1),
   DRAIN_GRACE_MS: int(5000),
   DRAIN_TIMEOUT_MS: int(30_000),

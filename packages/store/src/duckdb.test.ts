@@ -123,6 +123,27 @@ describe('DuckDbSpanStore', () => {
     expect(n?.n).toBe(5000);
   });
 
+  it('keeps the first copy of a span met again, within a batch or across batches, and the new spans beside it', async () => {
+    const first = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-1', spans: [makeSpan({ spanId: 'a' }), makeSpan({ spanId: 'b' })] })] }), ctx, () => UNPRICED);
+    const later = { ...ctx, receivedAt: ctx.receivedAt + 1000 };
+    const again = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-1', spans: [makeSpan({ spanId: 'b' }), makeSpan({ spanId: 'c' })] })] }), later, () => UNPRICED);
+    const twiceInOne = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-2', spans: [makeSpan({ spanId: 'd' }), makeSpan({ spanId: 'd', name: 'second' })] })] }), later, () => UNPRICED);
+    const fresh = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-3', spans: [makeSpan({ spanId: 'e' })] })] }), later, () => UNPRICED);
+    await store.insertLines(lines(first), 2);
+    await store.insertLines(lines(again), 2); // conflicts with a stored span
+    await store.insertLines(lines(fresh), 1); // after a conflict: none here
+    await store.insertLines(lines(twiceInOne), 2); // the same span twice in one batch
+    await store.insertLines(lines([...fresh, ...first]), 3); // nothing new at all
+    const rows = await store.query('SELECT trace_id, span_id, received_at::DOUBLE AS received_at, name FROM spans ORDER BY trace_id, span_id');
+    expect(rows).toEqual([
+      { trace_id: 't-1', span_id: 'a', received_at: ctx.receivedAt, name: first[0]?.name },
+      { trace_id: 't-1', span_id: 'b', received_at: ctx.receivedAt, name: first[1]?.name },
+      { trace_id: 't-1', span_id: 'c', received_at: later.receivedAt, name: again[1]?.name },
+      { trace_id: 't-2', span_id: 'd', received_at: later.receivedAt, name: twiceInOne[0]?.name },
+      { trace_id: 't-3', span_id: 'e', received_at: later.receivedAt, name: fresh[0]?.name },
+    ]);
+  });
+
   it('takes rows in chunks of whole lines, as the write log hands them over', async () => {
     const rows = payloadToRows(makePayload({ traces: [makeTrace({ spans: [makeSpan(), makeSpan(), makeSpan()] }), makeTrace()] }), ctx, () => UNPRICED);
     // More chunks than one vectored write takes (1024), one row each, and empty ones between.

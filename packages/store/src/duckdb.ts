@@ -36,6 +36,9 @@ export function duckdbSpansDdl(): string {
 const COLUMN_LIST = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
 const READ_JSON_COLUMNS = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${TYPES[k]}'`).join(', ')}}`;
 
+// A plain INSERT that met a span already stored, or the same span twice in its batch.
+const DUPLICATE_KEY = /^Constraint Error: (Duplicate key .* violates primary key constraint|PRIMARY KEY or UNIQUE constraint violation)/;
+
 // Error classes DuckDB raises when the data itself is wrong (retrying cannot help).
 const REJECTED = /^(Conversion Error|Invalid Input Error|Constraint Error|Binder Error|Out of Range Error)/;
 
@@ -62,6 +65,8 @@ export class DuckDbSpanStore implements SpanStore {
   private reader: DuckDBConnection | undefined;
   private readonly tmpDir: string;
   private seq = 0;
+  /** The last insert met spans already stored: the next one goes straight to INSERT OR IGNORE. */
+  private conflicts = false;
 
   constructor(private readonly opts: DuckDbSpanStoreOptions) {
     this.tmpDir = opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp');
@@ -124,29 +129,57 @@ export class DuckDbSpanStore implements SpanStore {
     return c;
   }
 
+  /**
+   * A plain INSERT first: DuckDB's ON CONFLICT path cost 98 against 63 us CPU
+   * per small row when nothing conflicts, which is nearly always (a span is
+   * seen twice only when a client re-sends it or the write log is replayed).
+   * A duplicate fails the whole statement, which then runs again as INSERT OR
+   * IGNORE: the same rows end up stored either way. While inserts keep
+   * meeting duplicates, they go straight to INSERT OR IGNORE.
+   */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
-    return this.load(lines, rowCount, 'INSERT OR IGNORE');
+    if (rowCount === 0) return;
+    await this.withLoadFile(lines, async (source) => {
+      if (!this.conflicts) {
+        try {
+          await this.run(`INSERT INTO spans (${COLUMN_LIST}) ${source}`);
+          return;
+        } catch (e) {
+          if (!(e instanceof SpanStoreRejectedError && DUPLICATE_KEY.test(e.message))) throw e;
+        }
+      }
+      const changed = await this.run(`INSERT OR IGNORE INTO spans (${COLUMN_LIST}) ${source}`);
+      this.conflicts = changed < rowCount;
+    });
   }
 
   async replaceLines(lines: Lines, rowCount: number): Promise<void> {
-    return this.load(lines, rowCount, 'INSERT OR REPLACE');
+    if (rowCount === 0) return;
+    await this.withLoadFile(lines, async (source) => {
+      await this.run(`INSERT OR REPLACE INTO spans (${COLUMN_LIST}) ${source}`);
+    });
   }
 
-  private async load(lines: Lines, rowCount: number, verb: 'INSERT OR IGNORE' | 'INSERT OR REPLACE'): Promise<void> {
-    if (rowCount === 0) return;
-    const conn = this.conn('writer');
+  /** Writes the lines to a load file and runs `body` with the SELECT that reads them. */
+  private async withLoadFile(lines: Lines, body: (source: string) => Promise<void>): Promise<void> {
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
     await writeChunks(file, chunksOf(lines));
     try {
-      await conn.run(
-        `${verb} INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
-      );
+      await body(`SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`);
+    } finally {
+      await fs.rm(file, { force: true });
+    }
+  }
+
+  /** Runs a load statement; returns the rows it changed. */
+  private async run(sql: string): Promise<number> {
+    try {
+      const result = await this.conn('writer').run(sql);
+      return Number(result.rowsChanged);
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
       if (REJECTED.test(msg)) throw new SpanStoreRejectedError(msg, { cause: e });
       throw e;
-    } finally {
-      await fs.rm(file, { force: true });
     }
   }
 
