@@ -14,7 +14,12 @@ async function probe(url, key) {
   const body = stamp(Buffer.from(w.body), w.slots, probeId++);
   const t0 = performance.now();
   try {
-    const res = await fetch(`${url}/ingest`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body, signal: AbortSignal.timeout(120_000) });
+    const res = await fetch(`${url}/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body,
+      signal: AbortSignal.timeout(120_000),
+    });
     await res.arrayBuffer();
     return { status: res.status, ms: performance.now() - t0 };
   } catch (e) {
@@ -25,7 +30,12 @@ async function probe(url, key) {
 async function post(url, key, body) {
   const t0 = performance.now();
   try {
-    const res = await fetch(`${url}/ingest`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body, signal: AbortSignal.timeout(120_000) });
+    const res = await fetch(`${url}/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body,
+      signal: AbortSignal.timeout(120_000),
+    });
     const text = await res.text();
     return { status: res.status, ms: performance.now() - t0, answer: text.slice(0, 120) };
   } catch (e) {
@@ -48,7 +58,9 @@ function trickle(url, key, body, everyMs, capMs) {
       resolve({ ms: performance.now() - t0, bytesSent: sent, status: /^HTTP\/1\.1 (\d+)/.exec(answer)?.[1] ?? how });
     };
     sock.on('connect', () => {
-      sock.write(`POST /ingest HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${key}\r\nContent-Length: ${body.length}\r\n\r\n`);
+      sock.write(
+        `POST /ingest HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${key}\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
       timer = setInterval(() => {
         if (sent < body.length && !sock.destroyed) sock.write(body.subarray(sent, ++sent));
       }, everyMs);
@@ -116,7 +128,14 @@ export async function measureAbuse(o) {
     `16 connections sending ~${(workload('max').body.length / 2 ** 20).toFixed(1)} MiB bodies for ${o.quick ? 3 : o.duration} s`,
     await withServer(env, async (url, key) => {
       const load = await runLoad({ urls: [url], key, workload: 'max', connections: 16, duration: o.quick ? 3 : o.duration });
-      return { statuses: Object.entries(load.status).map(([k, v]) => `${k}×${v}`).join(','), errors: load.errors + load.timeouts, p99Ms: load.latency.p99, spansPerSec: load.ackedSpans / load.duration };
+      return {
+        statuses: Object.entries(load.status)
+          .map(([k, v]) => `${k}×${v}`)
+          .join(','),
+        errors: load.errors + load.timeouts,
+        p99Ms: load.latency.p99,
+        spansPerSec: load.ackedSpans / load.duration,
+      };
     }),
   );
 

@@ -45,12 +45,24 @@ async function duckdb(lines, rows) {
   try {
     await conn.run(duckdbSpansDdl());
     await conn.run('CREATE INDEX IF NOT EXISTS spans_org_day_idx ON spans (org_id, start_date)');
-    const TYPES = { string: 'VARCHAR', int: 'BIGINT', nullable_int: 'BIGINT', nullable_float: 'DOUBLE', date: 'DATE', decimal: 'DECIMAL(38,18)', bool: 'BOOLEAN', string_array: 'VARCHAR[]', int_array: 'BIGINT[]' };
+    const TYPES = {
+      string: 'VARCHAR',
+      int: 'BIGINT',
+      nullable_int: 'BIGINT',
+      nullable_float: 'DOUBLE',
+      date: 'DATE',
+      decimal: 'DECIMAL(38,18)',
+      bool: 'BOOLEAN',
+      string_array: 'VARCHAR[]',
+      int_array: 'BIGINT[]',
+    };
     const list = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
     const columns = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${TYPES[k]}'`).join(', ')}}`;
     const t0 = performance.now();
     const c0 = process.cpuUsage();
-    await conn.run(`INSERT INTO spans (${list}) SELECT ${list} FROM read_json('${file}', format = 'newline_delimited', columns = ${columns}, maximum_object_size = 33554432)`);
+    await conn.run(
+      `INSERT INTO spans (${list}) SELECT ${list} FROM read_json('${file}', format = 'newline_delimited', columns = ${columns}, maximum_object_size = 33554432)`,
+    );
     const seconds = (performance.now() - t0) / 1000;
     const c = process.cpuUsage(c0);
     const n = Number((await conn.runAndReadAll('SELECT count(*)::BIGINT AS n FROM spans')).getRowObjectsJson()[0].n);
@@ -91,4 +103,14 @@ async function clickhouse(lines, rows) {
 
 const { lines, rows } = ndjson();
 const { seconds, cpuSeconds } = cfg.clickhouseUrl ? await clickhouse(lines, rows) : await duckdb(lines, rows);
-process.stdout.write(JSON.stringify({ store: cfg.clickhouseUrl ? 'clickhouse' : 'duckdb', rows, bytes: lines.length, seconds, rowsPerSec: rows / seconds, mbPerSec: lines.length / seconds / 1e6, cpuUsPerRow: (cpuSeconds * 1e6) / rows }));
+process.stdout.write(
+  JSON.stringify({
+    store: cfg.clickhouseUrl ? 'clickhouse' : 'duckdb',
+    rows,
+    bytes: lines.length,
+    seconds,
+    rowsPerSec: rows / seconds,
+    mbPerSec: lines.length / seconds / 1e6,
+    cpuUsPerRow: (cpuSeconds * 1e6) / rows,
+  }),
+);

@@ -149,26 +149,29 @@ async function openLoop() {
       if (!stopped) setImmediate(pump);
       return true;
     };
-    const req = http.request({ hostname: target.hostname, port: target.port, path: reqPath, method: 'POST', agent: target.agent, headers: reqHeaders }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => {
-        if (text.length < 4096) text += c;
-      });
-      res.on('end', () => {
-        const end = performance.now();
-        if (!settle('answer')) return;
-        latencies[answered++] = end - scheduled;
-        lastEnd = Math.max(lastEnd, end);
-        const code = res.statusCode;
-        status[code] = (status[code] ?? 0) + 1;
-        if (code >= 200 && code <= 299) ok++;
-        else non2xx++;
-        onAnswer(code, text);
-        maybeDone();
-      });
-      res.on('error', () => settle('error') && maybeDone());
-    });
+    const req = http.request(
+      { hostname: target.hostname, port: target.port, path: reqPath, method: 'POST', agent: target.agent, headers: reqHeaders },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c) => {
+          if (text.length < 4096) text += c;
+        });
+        res.on('end', () => {
+          const end = performance.now();
+          if (!settle('answer')) return;
+          latencies[answered++] = end - scheduled;
+          lastEnd = Math.max(lastEnd, end);
+          const code = res.statusCode;
+          status[code] = (status[code] ?? 0) + 1;
+          if (code >= 200 && code <= 299) ok++;
+          else non2xx++;
+          onAnswer(code, text);
+          maybeDone();
+        });
+        res.on('error', () => settle('error') && maybeDone());
+      },
+    );
     live.set(req, settle);
     req.setNoDelay(true);
     req.setTimeout(timeoutMs, () => {
@@ -210,17 +213,20 @@ async function openLoop() {
   // Bounded: `timeout` s after the last scheduled time, what is still in flight is cut off and what
   // is still queued is never sent; both count as timeouts.
   let cutOff = false;
-  const deadline = setTimeout(() => {
-    if (stopped) return;
-    cutOff = true;
-    stopped = true;
-    timeouts += total - sent;
-    for (const [req, settle] of [...live]) {
-      settle('timeout');
-      req.destroy();
-    }
-    stop();
-  }, scheduleEnd - t0 + timeoutMs);
+  const deadline = setTimeout(
+    () => {
+      if (stopped) return;
+      cutOff = true;
+      stopped = true;
+      timeouts += total - sent;
+      for (const [req, settle] of [...live]) {
+        settle('timeout');
+        req.destroy();
+      }
+      stop();
+    },
+    scheduleEnd - t0 + timeoutMs,
+  );
 
   tick();
   await finished;

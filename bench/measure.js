@@ -36,7 +36,9 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
     const cpuAtStart = svc.servers.reduce((n, s) => n + (cpuOf(s.proc.pid) ?? 0), 0);
     // A fixed-rate run measures a warm server: the JIT's first seconds are a start-up cost,
     // not latency under load. The warm-up's spans are counted in the store check below.
-    const warm = rate ? await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: WARMUP_SECONDS, rate, startId: WARMUP_FIRST_ID }) : undefined;
+    const warm = rate
+      ? await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: WARMUP_SECONDS, rate, startId: WARMUP_FIRST_ID })
+      : undefined;
     const load = await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: o.duration, rate });
     const acked = load.ackedSpans + (warm?.ackedSpans ?? 0);
     const unacked = (load.idsIssued - load.ackedRequests + (warm ? warm.idsIssued - warm.ackedRequests : 0)) * load.spansPerRequest;

@@ -192,7 +192,8 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
   const env = { DATA_DIR: dataDirs[0], LOG_LEVEL: 'warn' };
   if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/${run}`);
   if (replicas > 1) {
-    if (!process.env.DATABASE_URL || !process.env.REDIS_URL || !process.env.CLICKHOUSE_URL) throw new Error('--replicas > 1 needs DATABASE_URL, REDIS_URL and CLICKHOUSE_URL');
+    if (!process.env.DATABASE_URL || !process.env.REDIS_URL || !process.env.CLICKHOUSE_URL)
+      throw new Error('--replicas > 1 needs DATABASE_URL, REDIS_URL and CLICKHOUSE_URL');
     const db = new URL(process.env.DATABASE_URL);
     db.searchParams.set('schema', run);
     Object.assign(env, { DATABASE_URL: db.toString(), REDIS_URL: process.env.REDIS_URL, REDIS_KEY_PREFIX: run });
@@ -205,7 +206,17 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
     const port = await freePort();
     let stderr = '';
     const proc = spawn(process.execPath, [...nodeArgs, SERVER], {
-      env: { ...process.env, ...env, DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', INGEST_DURABILITY: mode, DRAIN_GRACE_MS: '0', DRAIN_TIMEOUT_MS: '600000', ...extraEnv },
+      env: {
+        ...process.env,
+        ...env,
+        DATA_DIR: dir,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        INGEST_DURABILITY: mode,
+        DRAIN_GRACE_MS: '0',
+        DRAIN_TIMEOUT_MS: '600000',
+        ...extraEnv,
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     proc.stderr.on('data', (c) => {

@@ -16,7 +16,12 @@ export function medians(runs) {
   return out;
 }
 
-export const fmt = (n, d = 0) => (typeof n === 'number' && Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : n === undefined || n === null || Number.isNaN(n) ? '-' : String(n));
+export const fmt = (n, d = 0) =>
+  typeof n === 'number' && Number.isFinite(n)
+    ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })
+    : n === undefined || n === null || Number.isNaN(n)
+      ? '-'
+      : String(n);
 
 export function table(head, rows) {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
@@ -28,20 +33,97 @@ export function printReport(o, results, abuse) {
   const out = [];
   out.push(
     `\ntrace-ingest bench: ${o.connections} connections, ${o.duration} s per measurement, medians of ${o.runs} run(s); ` +
-      `${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load avg ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}, node ${process.version}; store ${process.env.CLICKHOUSE_URL ? 'ClickHouse' : 'DuckDB'}`,
+      `${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load avg ${os
+        .loadavg()
+        .map((x) => x.toFixed(1))
+        .join(' ')}, node ${process.version}; store ${process.env.CLICKHOUSE_URL ? 'ClickHouse' : 'DuckDB'}`,
   );
-  out.push('\nThroughput and latency (service rows, then the floors measured on the same bodies and connections; CPU µs/span: the server process\'s user + system CPU, every thread, from ready to exit (load and drain) per stored span; for the floors, during the load per span handled)');
+  out.push(
+    "\nThroughput and latency (service rows, then the floors measured on the same bodies and connections; CPU µs/span: the server process's user + system CPU, every thread, from ready to exit (load and drain) per stored span; for the floors, during the load per span handled)",
+  );
   const rows = [];
   for (const w of results) {
     for (const s of w.service) {
-      rows.push([w.workload, s.mode, fmt(s.cpuUsPerSpan, 1), fmt(s.spansPerSec), fmt(s.mbPerSec, 1), fmt(s.reqPerSec, 1), fmt(s.p50, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.non2xx + s.errors), fmt(s.peakRssMb), fmt(s.lagMs), fmt(s.walMbAtEnd, 1), `${fmt(s.stored)}/${fmt(s.ackedSpans)}`, fmt(s.lostSpans)]);
+      rows.push([
+        w.workload,
+        s.mode,
+        fmt(s.cpuUsPerSpan, 1),
+        fmt(s.spansPerSec),
+        fmt(s.mbPerSec, 1),
+        fmt(s.reqPerSec, 1),
+        fmt(s.p50, 1),
+        fmt(s.p90, 1),
+        fmt(s.p99, 1),
+        fmt(s.non2xx + s.errors),
+        fmt(s.peakRssMb),
+        fmt(s.lagMs),
+        fmt(s.walMbAtEnd, 1),
+        `${fmt(s.stored)}/${fmt(s.ackedSpans)}`,
+        fmt(s.lostSpans),
+      ]);
     }
-    for (const [name, f] of [['floor discard', w.floors.discard], ['floor JSON.parse', w.floors.parse]]) {
-      rows.push([w.workload, name, fmt(f.cpuUsPerSpan, 1), fmt(f.spansPerSec), fmt(f.mbPerSec, 1), fmt(f.reqPerSec, 1), fmt(f.p50, 1), fmt(f.p90, 1), fmt(f.p99, 1), fmt(f.non2xx + f.errors), fmt(f.peakRssMb), '-', '-', '-', '-']);
+    for (const [name, f] of [
+      ['floor discard', w.floors.discard],
+      ['floor JSON.parse', w.floors.parse],
+    ]) {
+      rows.push([
+        w.workload,
+        name,
+        fmt(f.cpuUsPerSpan, 1),
+        fmt(f.spansPerSec),
+        fmt(f.mbPerSec, 1),
+        fmt(f.reqPerSec, 1),
+        fmt(f.p50, 1),
+        fmt(f.p90, 1),
+        fmt(f.p99, 1),
+        fmt(f.non2xx + f.errors),
+        fmt(f.peakRssMb),
+        '-',
+        '-',
+        '-',
+        '-',
+      ]);
     }
-    rows.push([w.workload, `floor ${w.floors.store.store} insert`, fmt(w.floors.store.cpuUsPerRow, 1), fmt(w.floors.store.rowsPerSec), fmt(w.floors.store.mbPerSec, 1), '-', '-', '-', '-', '-', '-', '-', '-', `${fmt(w.floors.store.rows)} rows`, '-']);
+    rows.push([
+      w.workload,
+      `floor ${w.floors.store.store} insert`,
+      fmt(w.floors.store.cpuUsPerRow, 1),
+      fmt(w.floors.store.rowsPerSec),
+      fmt(w.floors.store.mbPerSec, 1),
+      '-',
+      '-',
+      '-',
+      '-',
+      '-',
+      '-',
+      '-',
+      '-',
+      `${fmt(w.floors.store.rows)} rows`,
+      '-',
+    ]);
   }
-  out.push(table(['workload', 'server', 'CPU µs/span', 'spans/s', 'MB/s', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'non-2xx', 'peak RSS MiB', 'lag ms', 'WAL MB', 'stored/acked', 'lost'], rows));
+  out.push(
+    table(
+      [
+        'workload',
+        'server',
+        'CPU µs/span',
+        'spans/s',
+        'MB/s',
+        'req/s',
+        'p50 ms',
+        'p90 ms',
+        'p99 ms',
+        'non-2xx',
+        'peak RSS MiB',
+        'lag ms',
+        'WAL MB',
+        'stored/acked',
+        'lost',
+      ],
+      rows,
+    ),
+  );
 
   out.push('\nThe service as a fraction of each floor (1.00 = as fast as the floor), and the cost of durability');
   const ratios = [];
@@ -61,17 +143,45 @@ export function printReport(o, results, abuse) {
       ]);
     }
   }
-  out.push(table(['workload', 'server', 'CPU ÷ JSON.parse CPU', 'spans ÷ discard', 'spans ÷ JSON.parse', 'MB/s ÷ JSON.parse', 'spans ÷ store insert', 'fsync ÷ memory', 'fsync p50 +ms'], ratios));
+  out.push(
+    table(
+      [
+        'workload',
+        'server',
+        'CPU ÷ JSON.parse CPU',
+        'spans ÷ discard',
+        'spans ÷ JSON.parse',
+        'MB/s ÷ JSON.parse',
+        'spans ÷ store insert',
+        'fsync ÷ memory',
+        'fsync p50 +ms',
+      ],
+      ratios,
+    ),
+  );
 
   const fixed = results.flatMap((w) => (w.latency ?? []).map((s) => ({ workload: w.workload, ...s })));
   if (fixed.length > 0) {
     const target = o.latencyRate === undefined ? 'target = half of the median req/s of the closed-loop runs above' : 'target forced with --latency-rate';
     const title = o.latencyRate === undefined ? 'Latency at half of the maximum rate' : 'Latency at a fixed rate';
-    out.push(`\n${title} (open loop, evenly spaced sends over at most ${o.connections} connections, latency from each request's scheduled send time; fresh server per run; ${target})`);
+    out.push(
+      `\n${title} (open loop, evenly spaced sends over at most ${o.connections} connections, latency from each request's scheduled send time; fresh server per run; ${target})`,
+    );
     out.push(
       table(
         ['workload', 'server', 'target req/s', 'achieved req/s', 'spans/s', 'p50 ms', 'p90 ms', 'p99 ms', 'non-2xx', 'lost'],
-        fixed.map((s) => [s.workload, s.mode, fmt(s.targetReqPerSec), fmt(s.reqPerSec, 1), fmt(s.spansPerSec), fmt(s.p50, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.non2xx + s.errors), fmt(s.lostSpans)]),
+        fixed.map((s) => [
+          s.workload,
+          s.mode,
+          fmt(s.targetReqPerSec),
+          fmt(s.reqPerSec, 1),
+          fmt(s.spansPerSec),
+          fmt(s.p50, 1),
+          fmt(s.p90, 1),
+          fmt(s.p99, 1),
+          fmt(s.non2xx + s.errors),
+          fmt(s.lostSpans),
+        ]),
       ),
     );
   }
@@ -81,7 +191,17 @@ export function printReport(o, results, abuse) {
     out.push(
       table(
         ['case', 'answers', 'answer/cut-off ms', 'peak RSS MiB', 'RSS after MiB', 'alive', 'probe', 'probe ms', 'what'],
-        abuse.cases.map((c) => [c.name, c.statuses, fmt(c.cutOffMs ?? c.answerMs ?? c.p99Ms), fmt(c.peakRssMb), fmt(c.rssAfterMb), c.alive ? 'yes' : 'NO', c.probeStatus ?? '-', fmt(c.probeMs), c.what]),
+        abuse.cases.map((c) => [
+          c.name,
+          c.statuses,
+          fmt(c.cutOffMs ?? c.answerMs ?? c.p99Ms),
+          fmt(c.peakRssMb),
+          fmt(c.rssAfterMb),
+          c.alive ? 'yes' : 'NO',
+          c.probeStatus ?? '-',
+          fmt(c.probeMs),
+          c.what,
+        ]),
       ),
     );
   }
@@ -92,7 +212,16 @@ export function writeJson(root, o, results, abuse) {
   const dir = path.join(root, 'bench/results');
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  const doc = { options: o, node: process.version, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, loadavg: os.loadavg(), store: process.env.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb', results, abuse };
+  const doc = {
+    options: o,
+    node: process.version,
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    loadavg: os.loadavg(),
+    store: process.env.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb',
+    results,
+    abuse,
+  };
   fs.writeFileSync(file, JSON.stringify(doc, null, 2));
   return file;
 }

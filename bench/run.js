@@ -13,7 +13,20 @@ import { median, medians, printReport, writeJson, fmt } from './report.js';
 import { WORKLOAD_NAMES } from './workloads.js';
 
 function options(argv) {
-  const known = new Set(['quick', 'workloads', 'connections', 'duration', 'runs', 'modes', 'replicas', 'no-abuse', 'abuse-only', 'latency', 'no-latency', 'latency-rate']);
+  const known = new Set([
+    'quick',
+    'workloads',
+    'connections',
+    'duration',
+    'runs',
+    'modes',
+    'replicas',
+    'no-abuse',
+    'abuse-only',
+    'latency',
+    'no-latency',
+    'latency-rate',
+  ]);
   const flags = new Set(['quick', 'no-abuse', 'abuse-only', 'latency', 'no-latency']);
   const v = {};
   for (let i = 0; i < argv.length; i++) {
@@ -62,7 +75,9 @@ async function main() {
       runs.parse.push(await measureFloor(w, 'parse', o));
       runs.store.push(await measureStoreFloor(w, o));
       const f = (x) => fmt(x);
-      console.log(`  ${w} floors run ${r + 1}: discard ${f(runs.discard.at(-1).spansPerSec)}, JSON.parse ${f(runs.parse.at(-1).spansPerSec)} spans/s (${fmt(runs.parse.at(-1).cpuUsPerSpan, 1)} µs CPU/span), store insert ${f(runs.store.at(-1).rowsPerSec)} rows/s (${fmt(runs.store.at(-1).cpuUsPerRow, 1)} µs CPU/row)`);
+      console.log(
+        `  ${w} floors run ${r + 1}: discard ${f(runs.discard.at(-1).spansPerSec)}, JSON.parse ${f(runs.parse.at(-1).spansPerSec)} spans/s (${fmt(runs.parse.at(-1).cpuUsPerSpan, 1)} µs CPU/span), store insert ${f(runs.store.at(-1).rowsPerSec)} rows/s (${fmt(runs.store.at(-1).cpuUsPerRow, 1)} µs CPU/row)`,
+      );
       for (const [m, n] of keys) {
         const x = await measureService(w, m, o, n);
         service[`${m}|${n}`].push(x);
@@ -93,7 +108,8 @@ async function main() {
           );
         }
       }
-      for (const t of targets.filter((x) => x.xs.length > 0)) latency.push({ mode: modeName(t.m, t.n), replicas: t.n, maxReqPerSec: t.maxReqPerSec, forced: o.latencyRate !== undefined, ...summary(t.xs) });
+      for (const t of targets.filter((x) => x.xs.length > 0))
+        latency.push({ mode: modeName(t.m, t.n), replicas: t.n, maxReqPerSec: t.maxReqPerSec, forced: o.latencyRate !== undefined, ...summary(t.xs) });
     }
     results.push({
       workload: w,

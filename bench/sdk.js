@@ -10,7 +10,12 @@ const gc = globalThis.gc ?? (() => {});
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const input = 'Summarize the customer conversation below in two sentences. '.repeat(8);
 const output = 'The customer cannot log in after the update; support reset the password. '.repeat(4);
-const usage = openaiUsage({ prompt_tokens: 1200, completion_tokens: 300, prompt_tokens_details: { cached_tokens: 1024 }, completion_tokens_details: { reasoning_tokens: 100 } });
+const usage = openaiUsage({
+  prompt_tokens: 1200,
+  completion_tokens: 300,
+  prompt_tokens_details: { cached_tokens: 1024 },
+  completion_tokens_details: { reasoning_tokens: 100 },
+});
 
 /** n llm spans under traces of 10, yielding to the event loop every 1000 so the sender runs. */
 async function record(client, n) {
@@ -25,7 +30,17 @@ async function record(client, n) {
 // 1. Recording cost in the application: the sender parked, the queue large enough.
 const recordUs = [];
 for (let run = 0; run < 5; run++) {
-  const c = new TraceIngest({ baseUrl: 'http://127.0.0.1:9', apiKey: 'ti_bench', flushAt: 1e9, flushAtBytes: 1e12, flushIntervalMs: 3_600_000, maxQueueSpans: 1e9, maxQueueBytes: 1e12, flushOnExit: false, onError: () => {} });
+  const c = new TraceIngest({
+    baseUrl: 'http://127.0.0.1:9',
+    apiKey: 'ti_bench',
+    flushAt: 1e9,
+    flushAtBytes: 1e12,
+    flushIntervalMs: 3_600_000,
+    maxQueueSpans: 1e9,
+    maxQueueBytes: 1e12,
+    flushOnExit: false,
+    onError: () => {},
+  });
   const n = Math.min(N, 50_000);
   const t0 = process.hrtime.bigint();
   let trace;
@@ -49,7 +64,15 @@ try {
     bytes += init.body.byteLength ?? init.body.length;
     return fetch(url, init);
   };
-  const c = new TraceIngest({ baseUrl: svc.urls[0], apiKey: svc.key, fetch: counted, flushOnExit: false, maxQueueSpans: N, maxQueueBytes: 1e12, onError: (e) => console.error(e.message) });
+  const c = new TraceIngest({
+    baseUrl: svc.urls[0],
+    apiKey: svc.key,
+    fetch: counted,
+    flushOnExit: false,
+    maxQueueSpans: N,
+    maxQueueBytes: 1e12,
+    onError: (e) => console.error(e.message),
+  });
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await record(c, N);
@@ -66,7 +89,13 @@ try {
 // 3. The server down: default queue bounds, N spans ended.
 gc();
 const before = process.memoryUsage();
-const down = new TraceIngest({ baseUrl: `http://127.0.0.1:${await freePort()}`, apiKey: 'ti_bench', flushOnExit: false, onError: () => {}, retry: { maxElapsedMs: 3_600_000 } });
+const down = new TraceIngest({
+  baseUrl: `http://127.0.0.1:${await freePort()}`,
+  apiKey: 'ti_bench',
+  flushOnExit: false,
+  onError: () => {},
+  retry: { maxElapsedMs: 3_600_000 },
+});
 const tDown = performance.now();
 await record(down, N);
 const downSecs = (performance.now() - tDown) / 1000;
@@ -77,6 +106,10 @@ await down.shutdown(0);
 
 console.log(`SDK, ${N} llm spans of ~${Math.round((input.length + output.length + 250) / 100) / 10} KB`);
 console.log(`  record (span.end, sender parked): ${median(recordUs).toFixed(1)} µs/span (median of 5 runs of ${Math.min(N, 50_000)})`);
-console.log(`  send to the real server: ${sendResult.rate.toFixed(0)} spans/s end to end (${sendResult.secs.toFixed(1)} s), client CPU ${sendResult.cpuUsPerSpan.toFixed(1)} µs/span, ${sendResult.requests} requests, ${sendResult.mibSent.toFixed(1)} MiB gzip'd, stored ${sendResult.stored}/${N}, flush ${sendResult.ok ? 'complete' : 'TIMED OUT'}`);
-console.log(`  server down, default bounds: ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped in ${downSecs.toFixed(1)} s; heap +${((after.heapUsed - before.heapUsed) / 1048576).toFixed(1)} MiB, RSS +${((after.rss - before.rss) / 1048576).toFixed(1)} MiB`);
+console.log(
+  `  send to the real server: ${sendResult.rate.toFixed(0)} spans/s end to end (${sendResult.secs.toFixed(1)} s), client CPU ${sendResult.cpuUsPerSpan.toFixed(1)} µs/span, ${sendResult.requests} requests, ${sendResult.mibSent.toFixed(1)} MiB gzip'd, stored ${sendResult.stored}/${N}, flush ${sendResult.ok ? 'complete' : 'TIMED OUT'}`,
+);
+console.log(
+  `  server down, default bounds: ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped in ${downSecs.toFixed(1)} s; heap +${((after.heapUsed - before.heapUsed) / 1048576).toFixed(1)} MiB, RSS +${((after.rss - before.rss) / 1048576).toFixed(1)} MiB`,
+);
 if (sendResult.stored !== N) process.exitCode = 1;

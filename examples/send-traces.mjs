@@ -14,13 +14,22 @@ async function fakeOpenAI(prompt) {
   return {
     model: 'gpt-4o-mini',
     choices: [{ message: { role: 'assistant', content: `You asked: ${prompt}. Try restarting the router.` } }],
-    usage: { prompt_tokens: 1200, completion_tokens: 80, total_tokens: 1280, prompt_tokens_details: { cached_tokens: 1024 }, completion_tokens_details: { reasoning_tokens: 0 } },
+    usage: {
+      prompt_tokens: 1200,
+      completion_tokens: 80,
+      total_tokens: 1280,
+      prompt_tokens_details: { cached_tokens: 1024 },
+      completion_tokens_details: { reasoning_tokens: 0 },
+    },
   };
 }
 
 /** Stands in for `anthropic.messages.create({ ..., stream: true })`: the events of a streamed reply. */
 async function* fakeAnthropicStream(text) {
-  yield { type: 'message_start', message: { model: 'claude-sonnet-4-20250514', usage: { input_tokens: 900, cache_read_input_tokens: 2000, output_tokens: 1 } } };
+  yield {
+    type: 'message_start',
+    message: { model: 'claude-sonnet-4-20250514', usage: { input_tokens: 900, cache_read_input_tokens: 2000, output_tokens: 1 } },
+  };
   for (const word of text.split(' ')) {
     await new Promise((r) => setTimeout(r, 10));
     yield { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: `${word} ` } };

@@ -10,8 +10,14 @@ import { makeSpan, makeTrace } from './factories.js';
 export type Mutation = (p: IngestPayload) => void;
 const trace0 = (p: IngestPayload): Trace => p.traces[0] as Trace;
 const span0 = (p: IngestPayload): Span => trace0(p).spans[0] as Span;
-const onTrace = (f: (t: Record<string, unknown>) => void): Mutation => (p) => f(trace0(p) as unknown as Record<string, unknown>);
-const onSpan = (f: (s: Record<string, unknown>) => void): Mutation => (p) => f(span0(p) as unknown as Record<string, unknown>);
+const onTrace =
+  (f: (t: Record<string, unknown>) => void): Mutation =>
+  (p) =>
+    f(trace0(p) as unknown as Record<string, unknown>);
+const onSpan =
+  (f: (s: Record<string, unknown>) => void): Mutation =>
+  (p) =>
+    f(span0(p) as unknown as Record<string, unknown>);
 const s = (n: number, ch = 'a'): string => ch.repeat(n);
 const emoji = (n: number): string => '😀'.repeat(n);
 const many = (n: number): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 'v']));
@@ -92,11 +98,37 @@ export const CASES: Case[] = [
   ...stringLimit('trace', 'sessionId', 128),
   { name: 'traceName of 256 astral characters', mutate: onTrace((t) => (t.traceName = emoji(256))) },
   { name: 'traceName of 257 astral characters', mutate: onTrace((t) => (t.traceName = emoji(257))), issue: 'traces[0].traceName' },
-  { name: 'agentName only', mutate: onTrace((t) => { delete t.traceName; t.agentName = 'a'; }) },
+  {
+    name: 'agentName only',
+    mutate: onTrace((t) => {
+      delete t.traceName;
+      t.agentName = 'a';
+    }),
+  },
   { name: 'neither traceName nor agentName', mutate: onTrace((t) => delete t.traceName), issue: 'traces[0].traceName' },
-  { name: 'workflowName with workflowRunId', mutate: onTrace((t) => { t.workflowName = s(256); t.workflowRunId = s(128); }) },
-  { name: 'workflowName of 257', mutate: onTrace((t) => { t.workflowName = s(257); t.workflowRunId = 'r'; }), issue: 'traces[0].workflowName' },
-  { name: 'workflowRunId of 129', mutate: onTrace((t) => { t.workflowName = 'w'; t.workflowRunId = s(129); }), issue: 'traces[0].workflowRunId' },
+  {
+    name: 'workflowName with workflowRunId',
+    mutate: onTrace((t) => {
+      t.workflowName = s(256);
+      t.workflowRunId = s(128);
+    }),
+  },
+  {
+    name: 'workflowName of 257',
+    mutate: onTrace((t) => {
+      t.workflowName = s(257);
+      t.workflowRunId = 'r';
+    }),
+    issue: 'traces[0].workflowName',
+  },
+  {
+    name: 'workflowRunId of 129',
+    mutate: onTrace((t) => {
+      t.workflowName = 'w';
+      t.workflowRunId = s(129);
+    }),
+    issue: 'traces[0].workflowRunId',
+  },
   { name: 'workflowName alone', mutate: onTrace((t) => (t.workflowName = 'w')), issue: 'traces[0].workflowRunId' },
   { name: 'workflowRunId alone', mutate: onTrace((t) => (t.workflowRunId = 'r')), issue: 'traces[0].workflowName' },
   { name: 'unknown trace field', mutate: onTrace((t) => (t.userId = 'u')), issue: 'traces[0]' },
@@ -106,7 +138,11 @@ export const CASES: Case[] = [
   { name: 'customer id empty', mutate: onTrace((t) => (t.customer = { id: '' })), issue: 'traces[0].customer.id' },
   { name: 'customer name of 257', mutate: onTrace((t) => (t.customer = { id: 'c', name: s(257) })), issue: 'traces[0].customer.name' },
   { name: 'customer imageUrl not a URI', mutate: onTrace((t) => (t.customer = { id: 'c', imageUrl: 'not a uri' })), issue: 'traces[0].customer.imageUrl' },
-  { name: 'customer imageUrl of 2049', mutate: onTrace((t) => (t.customer = { id: 'c', imageUrl: 'https://example.com/' + s(2029) })), issue: 'traces[0].customer.imageUrl' },
+  {
+    name: 'customer imageUrl of 2049',
+    mutate: onTrace((t) => (t.customer = { id: 'c', imageUrl: 'https://example.com/' + s(2029) })),
+    issue: 'traces[0].customer.imageUrl',
+  },
   { name: 'unknown customer field', mutate: onTrace((t) => (t.customer = { id: 'c', email: 'e' })), issue: 'traces[0].customer' },
   ...metadataCases('trace'),
   ...metadataCases('span'),
@@ -130,17 +166,62 @@ export const CASES: Case[] = [
   { name: 'status ok', mutate: onSpan((o) => (o.status = 'ok')) },
   { name: 'status error', mutate: onSpan((o) => (o.status = 'error')) },
   { name: 'status failed', mutate: onSpan((o) => (o.status = 'failed')), issue: 'traces[0].spans[0].status' },
-  { name: 'startTime 0 and endTime 0', mutate: onSpan((o) => { o.startTime = 0; o.endTime = 0; }) },
+  {
+    name: 'startTime 0 and endTime 0',
+    mutate: onSpan((o) => {
+      o.startTime = 0;
+      o.endTime = 0;
+    }),
+  },
   { name: 'startTime -1', mutate: onSpan((o) => (o.startTime = -1)), issue: 'traces[0].spans[0].startTime' },
   { name: 'startTime 1.5', mutate: onSpan((o) => (o.startTime = 1.5)), issue: 'traces[0].spans[0].startTime' },
-  { name: 'startTime at the end of year 9999', mutate: onSpan((o) => { o.startTime = 253_402_300_799_999; o.endTime = 253_402_300_799_999; }) },
-  { name: 'startTime after year 9999', mutate: onSpan((o) => { o.startTime = 253_402_300_800_000; o.endTime = 253_402_300_800_000; }), issue: 'traces[0].spans[0].startTime' },
+  {
+    name: 'startTime at the end of year 9999',
+    mutate: onSpan((o) => {
+      o.startTime = 253_402_300_799_999;
+      o.endTime = 253_402_300_799_999;
+    }),
+  },
+  {
+    name: 'startTime after year 9999',
+    mutate: onSpan((o) => {
+      o.startTime = 253_402_300_800_000;
+      o.endTime = 253_402_300_800_000;
+    }),
+    issue: 'traces[0].spans[0].startTime',
+  },
   { name: 'startTime as a string', mutate: onSpan((o) => (o.startTime = '1')), issue: 'traces[0].spans[0].startTime' },
   { name: 'no endTime', mutate: onSpan((o) => delete o.endTime), issue: 'traces[0].spans[0].endTime' },
   { name: 'endTime equal to startTime', mutate: onSpan((o) => (o.endTime = o.startTime)) },
   { name: 'endTime before startTime', mutate: onSpan((o) => (o.endTime = (o.startTime as number) - 1)), issue: 'traces[0].spans[0].endTime' },
-  { name: 'usage with every field', mutate: onSpan((o) => (o.usage = { inputTokens: 1, outputTokens: 1, totalTokens: 1, reasoningTokens: 1, cachedInputTokens: 1, cacheWriteInputTokens: 1, imageCount: 1, webSearchCount: 1, requestCount: 1 })) },
-  ...['inputTokens', 'outputTokens', 'totalTokens', 'reasoningTokens', 'cachedInputTokens', 'cacheWriteInputTokens', 'imageCount', 'webSearchCount', 'requestCount'].flatMap((f) => countField('usage', f)),
+  {
+    name: 'usage with every field',
+    mutate: onSpan(
+      (o) =>
+        (o.usage = {
+          inputTokens: 1,
+          outputTokens: 1,
+          totalTokens: 1,
+          reasoningTokens: 1,
+          cachedInputTokens: 1,
+          cacheWriteInputTokens: 1,
+          imageCount: 1,
+          webSearchCount: 1,
+          requestCount: 1,
+        }),
+    ),
+  },
+  ...[
+    'inputTokens',
+    'outputTokens',
+    'totalTokens',
+    'reasoningTokens',
+    'cachedInputTokens',
+    'cacheWriteInputTokens',
+    'imageCount',
+    'webSearchCount',
+    'requestCount',
+  ].flatMap((f) => countField('usage', f)),
   { name: 'unknown usage field', mutate: onSpan((o) => (o.usage = { promptTokens: 1 })), issue: 'traces[0].spans[0].usage' },
   ...['requestsLimit', 'requestsRemaining', 'requestsResetMs', 'tokensLimit', 'tokensRemaining', 'tokensResetMs'].flatMap((f) => countField('rateLimit', f)),
   { name: 'unknown rateLimit field', mutate: onSpan((o) => (o.rateLimit = { retryAfter: 1 })), issue: 'traces[0].spans[0].rateLimit' },
@@ -153,6 +234,11 @@ export const CASES: Case[] = [
   ...intField('reasoningDurationMs'),
   ...intField('modelCallMs'),
   { name: 'unknown span field', mutate: onSpan((o) => (o.tokens = 1)), issue: 'traces[0].spans[0]' },
-  { name: 'an issue deep in the batch', mutate: (p) => { p.traces = [makeTrace(), makeTrace({ spans: [makeSpan(), makeSpan(), makeSpan(), makeSpan({ endTime: 0, startTime: 5 })] })]; }, issue: 'traces[1].spans[3].endTime' },
+  {
+    name: 'an issue deep in the batch',
+    mutate: (p) => {
+      p.traces = [makeTrace(), makeTrace({ spans: [makeSpan(), makeSpan(), makeSpan(), makeSpan({ endTime: 0, startTime: 5 })] })];
+    },
+    issue: 'traces[1].spans[3].endTime',
+  },
 ];
-

@@ -35,8 +35,6 @@ export function makePayload(partial: Partial<IngestPayload> = {}): IngestPayload
 export function makeBulkPayload(traces: number, spansPerTrace: number, spanPartial: Partial<Span> = {}): IngestPayload {
   return {
     version: 'v1',
-    traces: Array.from({ length: traces }, () =>
-      makeTrace({ spans: Array.from({ length: spansPerTrace }, () => makeSpan(spanPartial)) }),
-    ),
+    traces: Array.from({ length: traces }, () => makeTrace({ spans: Array.from({ length: spansPerTrace }, () => makeSpan(spanPartial)) })),
   };
 }

@@ -72,11 +72,37 @@ const word = () => Array.from({ length: 1 + int(4) }, () => pick(WORDS)).join(''
 
 function baseSpan(i) {
   const start = 1_700_000_000_000 + int(1_000_000);
-  const span = { spanId: `s${i}-${int(1e6)}`, spanType: pick(['agent', 'llm', 'tool', 'embedding', 'other']), name: word(), startTime: start, endTime: start + int(5000) };
+  const span = {
+    spanId: `s${i}-${int(1e6)}`,
+    spanType: pick(['agent', 'llm', 'tool', 'embedding', 'other']),
+    name: word(),
+    startTime: start,
+    endTime: start + int(5000),
+  };
   if (chance(0.5)) Object.assign(span, { parentSpanId: 'p', status: pick(['ok', 'error']), errorMessage: word(), provider: 'openai', modelId: 'gpt-4o' });
-  if (chance(0.5)) span.usage = { inputTokens: int(1000), outputTokens: int(1000), totalTokens: 5, reasoningTokens: 1, cachedInputTokens: 0, cacheWriteInputTokens: 0, imageCount: 0, webSearchCount: 0, requestCount: 1 };
-  if (chance(0.4)) Object.assign(span, { ttftMs: rand() * 100, chunkOffsets: [0, 5, 9], chunkTokens: [1, 2, 3], reasoningOffsets: [1], reasoningChunkTokens: [2], reasoningDurationMs: 3 });
-  if (chance(0.4)) Object.assign(span, { input: word(), output: word(), toolCatalog: '{}', modelCallMs: 4, systemFingerprint: 'fp', safetyMetadata: '[]', sources: '[]' });
+  if (chance(0.5))
+    span.usage = {
+      inputTokens: int(1000),
+      outputTokens: int(1000),
+      totalTokens: 5,
+      reasoningTokens: 1,
+      cachedInputTokens: 0,
+      cacheWriteInputTokens: 0,
+      imageCount: 0,
+      webSearchCount: 0,
+      requestCount: 1,
+    };
+  if (chance(0.4))
+    Object.assign(span, {
+      ttftMs: rand() * 100,
+      chunkOffsets: [0, 5, 9],
+      chunkTokens: [1, 2, 3],
+      reasoningOffsets: [1],
+      reasoningChunkTokens: [2],
+      reasoningDurationMs: 3,
+    });
+  if (chance(0.4))
+    Object.assign(span, { input: word(), output: word(), toolCatalog: '{}', modelCallMs: 4, systemFingerprint: 'fp', safetyMetadata: '[]', sources: '[]' });
   if (chance(0.3)) span.rateLimit = { requestsLimit: 1, requestsRemaining: 1, requestsResetMs: 1, tokensLimit: 1, tokensRemaining: 1, tokensResetMs: 1 };
   if (chance(0.3)) span.metadata = { k: word(), [word()]: 'v' };
   return span;
@@ -114,9 +140,31 @@ function setAt(root, at, value) {
   return root;
 }
 const WRONG = [null, true, false, 0, -1, 1.5, -0.5, '', 'x', [], {}, [1, 'a'], { a: 1 }, 1e308, -1e308, 2 ** 63, 'v1', '2024-01-01', [[[]]]];
-const HUGE_NUMBERS = ['1e400', '-1e400', '-0', '-0.0', '9223372036854775808', '18446744073709551616', '1e-400', '123456789012345678901234567890', '0.1e1', '1E2', '9007199254740993', '4.9e-324', '1.7976931348623157e309'];
+const HUGE_NUMBERS = [
+  '1e400',
+  '-1e400',
+  '-0',
+  '-0.0',
+  '9223372036854775808',
+  '18446744073709551616',
+  '1e-400',
+  '123456789012345678901234567890',
+  '0.1e1',
+  '1E2',
+  '9007199254740993',
+  '4.9e-324',
+  '1.7976931348623157e309',
+];
 const INVALID_UTF8 = [[0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xc0, 0xaf], [0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], [0xfe, 0xff], [0x80]];
-const PROTO_KEYS = ['"__proto__":{"polluted":"yes","version":"v1"}', '"constructor":{"prototype":{"polluted":"yes"}}', '"__proto__":null', '"prototype":{"x":1}', '"__proto__":"v1"', '"hasOwnProperty":1', '"toString":"x"'];
+const PROTO_KEYS = [
+  '"__proto__":{"polluted":"yes","version":"v1"}',
+  '"constructor":{"prototype":{"polluted":"yes"}}',
+  '"__proto__":null',
+  '"prototype":{"x":1}',
+  '"__proto__":"v1"',
+  '"hasOwnProperty":1',
+  '"toString":"x"',
+];
 
 /** Offsets just after `{` in a JSON text: places where a key can be inserted. */
 function objectStarts(s) {
@@ -130,104 +178,207 @@ function insertAt(s, at, text) {
 
 const mutators = [
   ['truncated', (s) => ({ body: utf8(s.slice(0, int(s.length))) })],
-  ['byte-flip', (s) => {
-    const b = utf8(s);
-    for (let n = 1 + int(4); n > 0; n--) b[int(b.length)] = int(256);
-    return { body: b };
-  }],
-  ['byte-delete', (s) => {
-    const b = utf8(s);
-    const at = int(b.length);
-    return { body: Buffer.concat([b.subarray(0, at), b.subarray(at + 1 + int(8))]) };
-  }],
-  ['invalid-utf8', (s) => {
-    const b = utf8(s);
-    const q = b.indexOf(0x22, int(b.length)); // inside or next to a string
-    const at = q < 0 ? int(b.length) : q + 1;
-    return { body: Buffer.concat([b.subarray(0, at), Buffer.from(pick(INVALID_UTF8)), b.subarray(at)]) };
-  }],
+  [
+    'byte-flip',
+    (s) => {
+      const b = utf8(s);
+      for (let n = 1 + int(4); n > 0; n--) b[int(b.length)] = int(256);
+      return { body: b };
+    },
+  ],
+  [
+    'byte-delete',
+    (s) => {
+      const b = utf8(s);
+      const at = int(b.length);
+      return { body: Buffer.concat([b.subarray(0, at), b.subarray(at + 1 + int(8))]) };
+    },
+  ],
+  [
+    'invalid-utf8',
+    (s) => {
+      const b = utf8(s);
+      const q = b.indexOf(0x22, int(b.length)); // inside or next to a string
+      const at = q < 0 ? int(b.length) : q + 1;
+      return { body: Buffer.concat([b.subarray(0, at), Buffer.from(pick(INVALID_UTF8)), b.subarray(at)]) };
+    },
+  ],
   ['lone-surrogate', (s) => ({ body: utf8(s.replace(/"name":"/, `"name":"${pick(['\\ud800', '\\udfff', '\\ud83d', '\\ude00x', '\\ud800\\ud800'])}`)) })],
-  ['huge-number', (s) => {
-    const nums = [...s.matchAll(/:(-?\d+(\.\d+)?)/g)];
-    if (nums.length === 0) return { body: utf8(s) };
-    const m = pick(nums);
-    return { body: utf8(s.slice(0, m.index + 1) + pick(HUGE_NUMBERS) + s.slice(m.index + 1 + m[1].length)) };
-  }],
-  ['duplicate-key', (s) => {
-    const dup = pick(['"version":"v2",', '"version":"v1",', '"traces":[],', '"traces":null,', '"spanId":"dup",', '"startTime":-5,', '"traceName":1,']);
-    return { body: utf8(insertAt(s, pick(objectStarts(s)), dup)) };
-  }],
+  [
+    'huge-number',
+    (s) => {
+      const nums = [...s.matchAll(/:(-?\d+(\.\d+)?)/g)];
+      if (nums.length === 0) return { body: utf8(s) };
+      const m = pick(nums);
+      return { body: utf8(s.slice(0, m.index + 1) + pick(HUGE_NUMBERS) + s.slice(m.index + 1 + m[1].length)) };
+    },
+  ],
+  [
+    'duplicate-key',
+    (s) => {
+      const dup = pick(['"version":"v2",', '"version":"v1",', '"traces":[],', '"traces":null,', '"spanId":"dup",', '"startTime":-5,', '"traceName":1,']);
+      return { body: utf8(insertAt(s, pick(objectStarts(s)), dup)) };
+    },
+  ],
   ['proto-key', (s) => ({ body: utf8(insertAt(s, pick(objectStarts(s)), pick(PROTO_KEYS) + ',')) })],
   ['proto-metadata', (s) => ({ body: utf8(s.replace(/"spanType"/, '"metadata":{"__proto__":"x","constructor":"y","prototype":"z"},"spanType"')) })],
-  ['deep-nesting', () => {
-    const depth = pick([100, 1000, 10_000, 100_000, 1_000_000]);
-    const open = pick(['[', '{"a":']);
-    const close = open === '[' ? ']' : '}';
-    const inner = open.repeat(depth) + '1' + close.repeat(chance(0.8) ? depth : int(depth));
-    return { body: utf8(pick([inner, `{"version":"v1","traces":${inner}}`, `{"version":"v1","traces":[{"traceId":"t","traceName":"n","metadata":{"k":${inner}},"spans":[]}]}`])) };
-  }],
-  ['long-string', (s) => {
-    const n = pick([10_000, 100_000, 1_000_001, 3_000_000]);
-    const ch = pick(['a', 'é', '😀', '\\u0000', '\\\\']);
-    const long = ch.repeat(ch.length > 1 && ch.startsWith('\\') ? Math.floor(n / 2) : n);
-    const field = pick(['name', 'traceId', 'input', 'spanId', 'errorMessage']);
-    return { body: utf8(s.replace(new RegExp(`"${field}":"[^"]*"`), `"${field}":"${long}"`)) };
-  }],
-  ['long-key', (s) => ({ body: utf8(insertAt(s, pick(objectStarts(s)), `"${'k'.repeat(pick([1000, 100_000]))}":1,`)) })],
-  ['wrong-type', (s) => {
-    const v = JSON.parse(s);
-    const all = paths(v);
-    const at = pick(all);
-    return { body: utf8(JSON.stringify(setAt(v, at, pick(WRONG)))) };
-  }],
-  ['remove-field', (s) => {
-    const v = JSON.parse(s);
-    const at = pick(paths(v).filter((p) => p.length > 0 && typeof p[p.length - 1] === 'string'));
-    if (at === undefined) return { body: utf8(s) };
-    let o = v;
-    for (const k of at.slice(0, -1)) o = o[k];
-    delete o[at[at.length - 1]];
-    return { body: utf8(JSON.stringify(v)) };
-  }],
-  ['nul-bytes', (s) => {
-    const b = utf8(s);
-    const at = int(b.length);
-    return { body: Buffer.concat([b.subarray(0, at), Buffer.alloc(1 + int(3)), b.subarray(at)]) };
-  }],
-  ['nul-escape', (s) => ({ body: utf8(s.replace(/"traceId":"/, '"traceId":"\\u0000')) })],
-  ['json-scalar', () => ({ body: utf8(pick(['', ' ', 'null', 'true', '0', '-0', '1e400', '""', '[]', '{}', '[{}]', '"v1"', '\uFEFF{}', '{"version":"v1"}', '{"traces":[]}', 'NaN', 'Infinity', 'undefined', "{'version':'v1'}", '{"version":"v1",}', '/* */{}'])) })],
-  ['content-type', (s) => ({
-    body: utf8(s),
-    headers: {
-      'content-type': pick([
-        'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=utf-16', 'application/json; charset=latin1',
-        'APPLICATION/JSON', 'application/jsonx', 'application/vnd.api+json', 'json', ';', ' application/json ', 'application/json;;;', 'application/' + 'j'.repeat(4000), '*/*',
-      ]),
+  [
+    'deep-nesting',
+    () => {
+      const depth = pick([100, 1000, 10_000, 100_000, 1_000_000]);
+      const open = pick(['[', '{"a":']);
+      const close = open === '[' ? ']' : '}';
+      const inner = open.repeat(depth) + '1' + close.repeat(chance(0.8) ? depth : int(depth));
+      return {
+        body: utf8(
+          pick([
+            inner,
+            `{"version":"v1","traces":${inner}}`,
+            `{"version":"v1","traces":[{"traceId":"t","traceName":"n","metadata":{"k":${inner}},"spans":[]}]}`,
+          ]),
+        ),
+      };
     },
-  })],
+  ],
+  [
+    'long-string',
+    (s) => {
+      const n = pick([10_000, 100_000, 1_000_001, 3_000_000]);
+      const ch = pick(['a', 'é', '😀', '\\u0000', '\\\\']);
+      const long = ch.repeat(ch.length > 1 && ch.startsWith('\\') ? Math.floor(n / 2) : n);
+      const field = pick(['name', 'traceId', 'input', 'spanId', 'errorMessage']);
+      return { body: utf8(s.replace(new RegExp(`"${field}":"[^"]*"`), `"${field}":"${long}"`)) };
+    },
+  ],
+  ['long-key', (s) => ({ body: utf8(insertAt(s, pick(objectStarts(s)), `"${'k'.repeat(pick([1000, 100_000]))}":1,`)) })],
+  [
+    'wrong-type',
+    (s) => {
+      const v = JSON.parse(s);
+      const all = paths(v);
+      const at = pick(all);
+      return { body: utf8(JSON.stringify(setAt(v, at, pick(WRONG)))) };
+    },
+  ],
+  [
+    'remove-field',
+    (s) => {
+      const v = JSON.parse(s);
+      const at = pick(paths(v).filter((p) => p.length > 0 && typeof p[p.length - 1] === 'string'));
+      if (at === undefined) return { body: utf8(s) };
+      let o = v;
+      for (const k of at.slice(0, -1)) o = o[k];
+      delete o[at[at.length - 1]];
+      return { body: utf8(JSON.stringify(v)) };
+    },
+  ],
+  [
+    'nul-bytes',
+    (s) => {
+      const b = utf8(s);
+      const at = int(b.length);
+      return { body: Buffer.concat([b.subarray(0, at), Buffer.alloc(1 + int(3)), b.subarray(at)]) };
+    },
+  ],
+  ['nul-escape', (s) => ({ body: utf8(s.replace(/"traceId":"/, '"traceId":"\\u0000')) })],
+  [
+    'json-scalar',
+    () => ({
+      body: utf8(
+        pick([
+          '',
+          ' ',
+          'null',
+          'true',
+          '0',
+          '-0',
+          '1e400',
+          '""',
+          '[]',
+          '{}',
+          '[{}]',
+          '"v1"',
+          '\uFEFF{}',
+          '{"version":"v1"}',
+          '{"traces":[]}',
+          'NaN',
+          'Infinity',
+          'undefined',
+          "{'version':'v1'}",
+          '{"version":"v1",}',
+          '/* */{}',
+        ]),
+      ),
+    }),
+  ],
+  [
+    'content-type',
+    (s) => ({
+      body: utf8(s),
+      headers: {
+        'content-type': pick([
+          'text/plain',
+          'application/x-www-form-urlencoded',
+          'multipart/form-data; boundary=x',
+          'application/json; charset=utf-16',
+          'application/json; charset=latin1',
+          'APPLICATION/JSON',
+          'application/jsonx',
+          'application/vnd.api+json',
+          'json',
+          ';',
+          ' application/json ',
+          'application/json;;;',
+          'application/' + 'j'.repeat(4000),
+          '*/*',
+        ]),
+      },
+    }),
+  ],
   ['no-content-type', (s) => ({ body: utf8(s), headers: {} })],
   ['utf16-body', (s) => ({ body: Buffer.from((chance(0.5) ? '\uFEFF' : '') + s, 'utf16le') })],
   ['bom-prefix', (s) => ({ body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), utf8(s)]) })],
-  ['gzip-garbage', () => {
-    const junk = Buffer.from(Array.from({ length: 1 + int(200) }, () => int(256)));
-    return { body: chance(0.5) ? Buffer.concat([Buffer.from([0x1f, 0x8b, 0x08, 0x00]), junk]) : junk, headers: { ...JSON_CT, 'content-encoding': pick(['gzip', 'x-gzip', 'deflate', 'br']) } };
-  }],
+  [
+    'gzip-garbage',
+    () => {
+      const junk = Buffer.from(Array.from({ length: 1 + int(200) }, () => int(256)));
+      return {
+        body: chance(0.5) ? Buffer.concat([Buffer.from([0x1f, 0x8b, 0x08, 0x00]), junk]) : junk,
+        headers: { ...JSON_CT, 'content-encoding': pick(['gzip', 'x-gzip', 'deflate', 'br']) },
+      };
+    },
+  ],
   ['gzip-valid', (s) => ({ body: zlib.gzipSync(utf8(s)), headers: { ...JSON_CT, 'content-encoding': 'gzip' } })],
-  ['gzip-truncated', (s) => {
-    const z = zlib.gzipSync(utf8(s));
-    return { body: z.subarray(0, int(z.length)), headers: { ...JSON_CT, 'content-encoding': 'gzip' } };
-  }],
-  ['deflate-br-valid', (s) => {
-    const br = chance(0.5);
-    return { body: br ? zlib.brotliCompressSync(utf8(s)) : zlib.deflateSync(utf8(s)), headers: { ...JSON_CT, 'content-encoding': br ? 'br' : 'deflate' } };
-  }],
-  ['gzip-bomb', () => {
-    const mib = pick([11, 64]);
-    if (!bombs.has(mib)) bombs.set(mib, zlib.gzipSync(Buffer.alloc(mib * 1024 * 1024, 0x20)));
-    return { body: bombs.get(mib), headers: { ...JSON_CT, 'content-encoding': 'gzip' } };
-  }],
+  [
+    'gzip-truncated',
+    (s) => {
+      const z = zlib.gzipSync(utf8(s));
+      return { body: z.subarray(0, int(z.length)), headers: { ...JSON_CT, 'content-encoding': 'gzip' } };
+    },
+  ],
+  [
+    'deflate-br-valid',
+    (s) => {
+      const br = chance(0.5);
+      return { body: br ? zlib.brotliCompressSync(utf8(s)) : zlib.deflateSync(utf8(s)), headers: { ...JSON_CT, 'content-encoding': br ? 'br' : 'deflate' } };
+    },
+  ],
+  [
+    'gzip-bomb',
+    () => {
+      const mib = pick([11, 64]);
+      if (!bombs.has(mib)) bombs.set(mib, zlib.gzipSync(Buffer.alloc(mib * 1024 * 1024, 0x20)));
+      return { body: bombs.get(mib), headers: { ...JSON_CT, 'content-encoding': 'gzip' } };
+    },
+  ],
   ['gzip-of-gzip', (s) => ({ body: zlib.gzipSync(zlib.gzipSync(utf8(s))), headers: { ...JSON_CT, 'content-encoding': pick(['gzip', 'gzip, gzip']) } })],
-  ['odd-encoding', (s) => ({ body: utf8(s), headers: { ...JSON_CT, 'content-encoding': pick(['compress', 'zstd', 'identity', 'IDENTITY', ' gzip', 'gzip;q=1', '', 'chunked', 'x'.repeat(300)]) } })],
+  [
+    'odd-encoding',
+    (s) => ({
+      body: utf8(s),
+      headers: { ...JSON_CT, 'content-encoding': pick(['compress', 'zstd', 'identity', 'IDENTITY', ' gzip', 'gzip;q=1', '', 'chunked', 'x'.repeat(300)]) },
+    }),
+  ],
   ['oversized', () => ({ body: Buffer.alloc(10 * 1024 * 1024 + 1 + int(1000), 0x20) })],
   ['chunked', (s) => ({ body: utf8(s), chunked: true })],
   ['key-case', (s) => ({ body: utf8(s.replace(/"(version|traces|traceId|spans|spanId)"/, (_m, k) => `"${k.toUpperCase()}"`)) })],
@@ -306,7 +457,16 @@ async function startServer(dataDir) {
   const port = await freePort();
   const proc = spawn(process.execPath, [SERVER_BIN], {
     // memory durability: the subject is parsing, not fsync throughput.
-    env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', INGEST_DURABILITY: 'memory', FLUSH_INTERVAL_MS: '1000', DRAIN_GRACE_MS: '0' },
+    env: {
+      PATH: process.env.PATH ?? '',
+      DATA_DIR: dataDir,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      INGEST_DURABILITY: 'memory',
+      FLUSH_INTERVAL_MS: '1000',
+      DRAIN_GRACE_MS: '0',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -351,7 +511,9 @@ function send(port, agent, c, key) {
     const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/ingest', agent, headers }, (res) => {
       const chunks = [];
       res.on('data', (d) => chunks.push(d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }),
+      );
       res.on('error', (e) => resolve({ transport: e.code ?? e.message }));
     });
     req.setTimeout(60_000, () => req.destroy(new Error('client timeout')));
@@ -376,7 +538,9 @@ function isJsonAnswer(r) {
 }
 
 /** A batch with no `version`: answered 400 unless a prototype now carries one. */
-const CANARY = JSON.stringify({ traces: [{ traceId: 'canary', traceName: 'canary', spans: [{ spanId: 's', spanType: 'llm', name: 'n', startTime: 1, endTime: 2 }] }] });
+const CANARY = JSON.stringify({
+  traces: [{ traceId: 'canary', traceName: 'canary', spans: [{ spanId: 's', spanType: 'llm', name: 'n', startTime: 1, endTime: 2 }] }],
+});
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-fuzz-'));
@@ -421,14 +585,16 @@ async function main() {
     try {
       const v = JSON.parse(text);
       // Only batch-shaped entries seed mutation (the deep ones are replayed only).
-      if (c.headers['content-encoding'] === undefined && v !== null && typeof v === 'object' && Array.isArray(v.traces) && text.length < 10_000) seeds.push(text);
+      if (c.headers['content-encoding'] === undefined && v !== null && typeof v === 'object' && Array.isArray(v.traces) && text.length < 10_000)
+        seeds.push(text);
     } catch {
       // a corpus entry that is not JSON is replayed, not mutated
     }
   }
 
   // Warm up so "before" is the steady state, not the cold start.
-  for (let i = 0; i < 50; i++) await send(server.port, agent, { body: utf8(JSON.stringify(basePayload())), headers: JSON_CT, chunked: false, auth: 'bearer' }, key);
+  for (let i = 0; i < 50; i++)
+    await send(server.port, agent, { body: utf8(JSON.stringify(basePayload())), headers: JSON_CT, chunked: false, auth: 'bearer' }, key);
   stats.rssBeforeKb = rssKb(server.proc.pid);
 
   const started = Date.now();
@@ -451,7 +617,14 @@ async function main() {
     if (r.status >= 500) stats.status5xx++;
     else if (bad !== undefined) stats.nonJson++;
     if (bad !== undefined && stats.examples.length < 20) {
-      stats.examples.push({ kind: bad, mutator: name, status: r.status, answer: r.body.slice(0, 300), body: c.body.subarray(0, 300).toString('base64'), headers: c.headers });
+      stats.examples.push({
+        kind: bad,
+        mutator: name,
+        status: r.status,
+        answer: r.body.slice(0, 300),
+        body: c.body.subarray(0, 300).toString('base64'),
+        headers: c.headers,
+      });
     }
   };
 
@@ -470,7 +643,8 @@ async function main() {
           if (stats.examples.length < 20) stats.examples.push({ kind: 'polluted', status: canary.status, answer: canary.body?.slice(0, 300), after: c.name });
         }
       }
-      if (!opts.json && stats.bodies % 10_000 === 0) say(`  ${stats.bodies} bodies, ${((Date.now() - started) / 1000).toFixed(0)} s, 5xx ${stats.status5xx}, non-JSON ${stats.nonJson}`);
+      if (!opts.json && stats.bodies % 10_000 === 0)
+        say(`  ${stats.bodies} bodies, ${((Date.now() - started) / 1000).toFixed(0)} s, 5xx ${stats.status5xx}, non-JSON ${stats.nonJson}`);
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, () => worker()));
@@ -503,7 +677,9 @@ async function main() {
     process.stdout.write(JSON.stringify(stats) + '\n');
   } else {
     say(`fuzz seed ${stats.seed}: ${stats.bodies} bodies (${stats.corpus} from the corpus) in ${stats.seconds} s, ${stats.bodiesPerSecond} bodies/s`);
-    say(`  crashes ${stats.crashes}, 5xx ${stats.status5xx}, non-JSON ${stats.nonJson}, prototype pollution ${stats.polluted}, transport resets ${stats.transportErrors}`);
+    say(
+      `  crashes ${stats.crashes}, 5xx ${stats.status5xx}, non-JSON ${stats.nonJson}, prototype pollution ${stats.polluted}, transport resets ${stats.transportErrors}`,
+    );
     say(`  statuses ${JSON.stringify(stats.statuses)}`);
     say(`  server RSS ${(stats.rssBeforeKb / 1024).toFixed(1)} MiB before, ${(stats.rssAfterKb / 1024).toFixed(1)} MiB after`);
     for (const e of stats.examples) say('  example:', JSON.stringify(e));

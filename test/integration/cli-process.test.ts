@@ -51,7 +51,10 @@ describe('trace-ingest CLI processes', () => {
     await cli('orgs', 'create', 'live');
     const { stdout } = await cli('keys', 'create', '--org', 'live', '--json');
     const { key } = JSON.parse(stdout) as { key: string };
-    const body = JSON.stringify({ version: 'v1', traces: [{ traceId: 't', traceName: 'n', spans: [{ spanId: 's', spanType: 'llm', name: 'x', startTime: 1, endTime: 2 }] }] });
+    const body = JSON.stringify({
+      version: 'v1',
+      traces: [{ traceId: 't', traceName: 'n', spans: [{ spanId: 's', spanType: 'llm', name: 'x', startTime: 1, endTime: 2 }] }],
+    });
     const res = await fetch(`${url}/ingest`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body });
     expect(res.status).toBe(202);
 
@@ -69,6 +72,8 @@ describe('trace-ingest CLI processes', () => {
   });
 
   it('refuses a bad environment with one clear line', async () => {
-    await expect(run(process.execPath, [CLI, 'serve'], { env: { ...env, PORT: 'eighty' } })).rejects.toMatchObject({ stderr: expect.stringMatching(/PORT/) as unknown });
+    await expect(run(process.execPath, [CLI, 'serve'], { env: { ...env, PORT: 'eighty' } })).rejects.toMatchObject({
+      stderr: expect.stringMatching(/PORT/) as unknown,
+    });
   });
 });

@@ -5,7 +5,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
-import { applyClickHouseMigrations, bindParams, ddlSettingsFor, needsUnquotedCosts, unquoteCosts, type ClickHouseExecutor } from '@trace-ingest/store/clickhouse';
+import {
+  applyClickHouseMigrations,
+  bindParams,
+  ddlSettingsFor,
+  needsUnquotedCosts,
+  unquoteCosts,
+  type ClickHouseExecutor,
+} from '@trace-ingest/store/clickhouse';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
@@ -53,14 +60,22 @@ function executor(session: ChdbSession): ClickHouseExecutor {
     },
     async query({ query }) {
       const text = session.query(`${query} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow');
-      return { json: async <T,>() => parseLines<T>(text) };
+      return { json: async <T>() => parseLines<T>(text) };
     },
   };
 }
 
 let seq = 0;
-const span = (partial: Partial<Span> = {}): Span => ({ spanId: `s-${++seq}`, spanType: 'llm', name: `n${seq}`, startTime: Date.UTC(2026, 0, 31, 23, 0), endTime: Date.UTC(2026, 1, 1, 1, 0), ...partial });
-const rowsOf = (t: Trace, costs: SpanCosts, receivedAt: number): SpanRow[] => t.spans.map((s) => spanToRow(t, s, { orgId: 'org_chdb', keyPrefix: 'ti_x', receivedAt }, costs));
+const span = (partial: Partial<Span> = {}): Span => ({
+  spanId: `s-${++seq}`,
+  spanType: 'llm',
+  name: `n${seq}`,
+  startTime: Date.UTC(2026, 0, 31, 23, 0),
+  endTime: Date.UTC(2026, 1, 1, 1, 0),
+  ...partial,
+});
+const rowsOf = (t: Trace, costs: SpanCosts, receivedAt: number): SpanRow[] =>
+  t.spans.map((s) => spanToRow(t, s, { orgId: 'org_chdb', keyPrefix: 'ti_x', receivedAt }, costs));
 const canonicalDecimal = (s: string) => (s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s);
 const SELECT_ALL = SPAN_COLUMNS.map(([name, kind]) => (kind === 'decimal' ? `toString(${name}) AS ${name}` : name)).join(', ');
 
@@ -121,7 +136,13 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       metadata: { env: 'prod' },
       spans: [span({ usage: { inputTokens: 3 }, ttftMs: 1.5, chunkOffsets: [1, 2], metadata: { k: "it's" }, input: 'line\nbreak \\ "q"' }), span()],
     };
-    const costs: SpanCosts = { ...UNPRICED, input_cost: '0.000000000000000001', total_cost: '12345678901234567890.123456789012345678', priced: true, price_source: 'catalog:x' };
+    const costs: SpanCosts = {
+      ...UNPRICED,
+      input_cost: '0.000000000000000001',
+      total_cost: '12345678901234567890.123456789012345678',
+      priced: true,
+      price_source: 'catalog:x',
+    };
     const rows = rowsOf(t, costs, 1);
     const lines = rows.map((r) => encodeRow(r)).join('\n');
     session.query(`INSERT INTO spans FORMAT JSONEachRow ${lines}`);
@@ -130,7 +151,12 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     session.query(`INSERT INTO spans FORMAT JSONEachRow ${newer.map((r) => encodeRow(r)).join('\n')}`);
 
     const got = parseLines<Record<string, unknown>>(
-      session.query(bindParams(`SELECT ${SELECT_ALL} FROM spans FINAL WHERE trace_id = ? ORDER BY span_id SETTINGS output_format_json_quote_64bit_integers = 0`, [t.traceId]), 'JSONEachRow'),
+      session.query(
+        bindParams(`SELECT ${SELECT_ALL} FROM spans FINAL WHERE trace_id = ? ORDER BY span_id SETTINGS output_format_json_quote_64bit_integers = 0`, [
+          t.traceId,
+        ]),
+        'JSONEachRow',
+      ),
     );
     expect(got).toHaveLength(2);
     for (const [i, want] of newer.entries()) {
@@ -143,7 +169,10 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       }
     }
     expect(got[0]?.start_date).toBe('2026-01-31');
-    const meta = session.query(bindParams('SELECT span_metadata, trace_metadata FROM spans FINAL WHERE trace_id = ? ORDER BY span_id LIMIT 1', [t.traceId]), 'JSONEachRow');
+    const meta = session.query(
+      bindParams('SELECT span_metadata, trace_metadata FROM spans FINAL WHERE trace_id = ? ORDER BY span_id LIMIT 1', [t.traceId]),
+      'JSONEachRow',
+    );
     expect(JSON.parse(meta)).toEqual({ span_metadata: [['k', "it's"]], trace_metadata: [['env', 'prod']] });
   });
 });

@@ -13,7 +13,10 @@ describe('ClickHouse down mid-load', () => {
 
   it('keeps accepting, loses nothing and duplicates nothing once ClickHouse is back', async () => {
     const url = ch.urlFor('outage_e2e');
-    const t = await startTestServer({ CLICKHOUSE_URL: url, FLUSH_INTERVAL_MS: '50', FLUSH_TIMEOUT_MS: '2000' }, { spanStore: new ClickHouseSpanStore({ url, requestTimeoutMs: 2000 }) });
+    const t = await startTestServer(
+      { CLICKHOUSE_URL: url, FLUSH_INTERVAL_MS: '50', FLUSH_TIMEOUT_MS: '2000' },
+      { spanStore: new ClickHouseSpanStore({ url, requestTimeoutMs: 2000 }) },
+    );
     onTestFinished(() => t.close());
     const { key } = await t.newKey();
     const metric = async (m: { get(): Promise<{ values: { value: number }[] }> }) => (await m.get()).values[0]?.value ?? 0;
@@ -53,7 +56,10 @@ describe('ClickHouse down mid-load', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     // A re-sent batch: must still be one row per span.
-    await t.post({ version: 'v1', traces: [makeTrace({ traceId: 'o-1', spans: Array.from({ length: 10 }, (_, i) => makeSpan({ spanId: `s${i}` })) })] }, { key });
+    await t.post(
+      { version: 'v1', traces: [makeTrace({ traceId: 'o-1', spans: Array.from({ length: 10 }, (_, i) => makeSpan({ spanId: `s${i}` })) })] },
+      { key },
+    );
     const rows = await t.spans("SELECT concat(trace_id, '/', span_id) AS id, count() AS copies FROM spans FINAL GROUP BY id");
     expect(rows.filter((r) => Number(r.copies) !== 1)).toEqual([]);
     const stored = new Set(rows.map((r) => String(r.id)));

@@ -15,7 +15,14 @@ const ctx = { orgId: 'org_ch', keyPrefix: 'ti_abc123', receivedAt: RECEIVED_AT }
 let seq = 0;
 function span(partial: Partial<Span> = {}): Span {
   const n = ++seq;
-  return { spanId: `span-${n}`, spanType: 'llm', name: `call ${n}`, startTime: Date.UTC(2026, 10, 1, 23, 59, 59, 500), endTime: Date.UTC(2026, 10, 2, 0, 0, 1), ...partial };
+  return {
+    spanId: `span-${n}`,
+    spanType: 'llm',
+    name: `call ${n}`,
+    startTime: Date.UTC(2026, 10, 1, 23, 59, 59, 500),
+    endTime: Date.UTC(2026, 10, 2, 0, 0, 1),
+    ...partial,
+  };
 }
 function trace(spans: Span[], partial: Partial<Trace> = {}): Trace {
   return { traceId: `trace-${++seq}`, spans, ...partial };
@@ -72,7 +79,9 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     const [r] = await store.query('SELECT version() AS v');
     console.info(`server version ${String(r?.v)}`);
     // e.g. 18.16.1+ds-7.4 for the package, 18.16.1 from the server.
-    const packaged = execFileSync('dpkg-query', ['-W', '-f', '${Version}', 'clickhouse-server'], { encoding: 'utf8' }).replace(/^\d+:/, '').replace(/[+~-].*$/, '');
+    const packaged = execFileSync('dpkg-query', ['-W', '-f', '${Version}', 'clickhouse-server'], { encoding: 'utf8' })
+      .replace(/^\d+:/, '')
+      .replace(/[+~-].*$/, '');
     expect(packaged).toMatch(/^\d+\.\d+\.\d+$/);
     expect(r?.v).toBe(packaged);
   });
@@ -148,7 +157,17 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       errorMessage: "quota 'exceeded'\n\\retry\\",
       provider: 'openai',
       modelId: 'gpt-4o-2024-08-06',
-      usage: { inputTokens: 1_000_000, outputTokens: 2, totalTokens: 1_000_002, reasoningTokens: 3, cachedInputTokens: 4, cacheWriteInputTokens: 5, imageCount: 6, webSearchCount: 7, requestCount: 8 },
+      usage: {
+        inputTokens: 1_000_000,
+        outputTokens: 2,
+        totalTokens: 1_000_002,
+        reasoningTokens: 3,
+        cachedInputTokens: 4,
+        cacheWriteInputTokens: 5,
+        imageCount: 6,
+        webSearchCount: 7,
+        requestCount: 8,
+      },
       ttftMs: 12.75,
       chunkOffsets: [0, 15, 3_000_000_000],
       chunkTokens: [1, 2, 3],
@@ -163,11 +182,11 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       safetyMetadata: '{}',
       sources: 'https://example.com/?q=a&b=c',
       rateLimit: { requestsLimit: 100, requestsRemaining: 99, requestsResetMs: 0, tokensLimit: 9_007_199_254_740_991 },
-      metadata: { k: 'v', 'ключ': 'значение', '': 'empty key' },
+      metadata: { k: 'v', ключ: 'значение', '': 'empty key' },
     });
     const sparse = span({ spanType: 'tool', name: 'bare' });
     const t = trace([full, sparse], {
-      traceName: "it's a \"trace\"",
+      traceName: 'it\'s a "trace"',
       agentName: 'agent',
       workflowName: 'wf',
       workflowRunId: 'run-1',
@@ -202,8 +221,21 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     expect(bySpan.get(sparse.spanId)?.model_call_ms).toBeNull();
 
     const [meta] = await store.query('SELECT trace_metadata, span_metadata FROM spans FINAL WHERE trace_id = ? AND span_id = ?', [t.traceId, full.spanId]);
-    expect(meta).toEqual({ trace_metadata: [['env', 'prod'], ['a\tb', 'line\nbreak']], span_metadata: [['k', 'v'], ['ключ', 'значение'], ['', 'empty key']] });
-    const kv = await store.query('SELECT kv[1] AS k, kv[2] AS v FROM spans FINAL ARRAY JOIN span_metadata AS kv WHERE trace_id = ? AND kv[1] = ?', [t.traceId, 'ключ']);
+    expect(meta).toEqual({
+      trace_metadata: [
+        ['env', 'prod'],
+        ['a\tb', 'line\nbreak'],
+      ],
+      span_metadata: [
+        ['k', 'v'],
+        ['ключ', 'значение'],
+        ['', 'empty key'],
+      ],
+    });
+    const kv = await store.query('SELECT kv[1] AS k, kv[2] AS v FROM spans FINAL ARRAY JOIN span_metadata AS kv WHERE trace_id = ? AND kv[1] = ?', [
+      t.traceId,
+      'ключ',
+    ]);
     expect(kv).toEqual([{ k: 'ключ', v: 'значение' }]);
   });
 
@@ -224,7 +256,10 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
 
     const [raw] = await store.query('SELECT count() AS n FROM spans WHERE trace_id = ?', [t.traceId]);
     expect(raw?.n).toBeGreaterThanOrEqual(3); // copies until a merge; FINAL hides them
-    const final = await store.query('SELECT span_id, toString(total_cost) AS c, price_source FROM spans FINAL WHERE org_id = ? AND trace_id = ? ORDER BY span_id', [ctx.orgId, t.traceId]);
+    const final = await store.query(
+      'SELECT span_id, toString(total_cost) AS c, price_source FROM spans FINAL WHERE org_id = ? AND trace_id = ? ORDER BY span_id',
+      [ctx.orgId, t.traceId],
+    );
     expect(final).toHaveLength(3);
     for (const r of final) expect([canonicalDecimal(String(r.c)), r.price_source]).toEqual(['0.42', 'override:7']);
 
@@ -264,7 +299,17 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
   });
 
   it('binds hostile parameters as plain values', async () => {
-    const hostile = ["'; DROP TABLE spans; --", "\\'", 'back\\slash\\', 'new\nline\r\ttab\0nul', '😀 Ünïcode \u2028', "''", '?', '-- not a comment', '/* nor this */'];
+    const hostile = [
+      "'; DROP TABLE spans; --",
+      "\\'",
+      'back\\slash\\',
+      'new\nline\r\ttab\0nul',
+      '😀 Ünïcode \u2028',
+      "''",
+      '?',
+      '-- not a comment',
+      '/* nor this */',
+    ];
     for (const v of hostile) {
       const [r] = await store.query('SELECT ? AS v, length(?) AS bytes, ? AS n', [v, v, -1]);
       expect(r).toEqual({ v, bytes: Buffer.byteLength(v), n: -1 });
@@ -277,7 +322,9 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
   });
 
   it('inserts 20k rows in one request (rate printed, not asserted)', async () => {
-    const spans = Array.from({ length: 20_000 }, (_, i) => span({ spanId: `bulk-${i}`, modelId: 'gpt-4o', provider: 'openai', input: 'lorem ipsum '.repeat(60), usage: { inputTokens: i, outputTokens: 10 } }));
+    const spans = Array.from({ length: 20_000 }, (_, i) =>
+      span({ spanId: `bulk-${i}`, modelId: 'gpt-4o', provider: 'openai', input: 'lorem ipsum '.repeat(60), usage: { inputTokens: i, outputTokens: 10 } }),
+    );
     const t = trace(spans, { customer: { id: 'bulk' } });
     const rows = rowsOf(t, { ...UNPRICED, input_cost: '0.00025', total_cost: '0.00025', priced: true });
     const lines = linesOf(rows);

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
-import type { ConsoleTokens} from '../../packages/store/src/console-tokens.js';
+import type { ConsoleTokens } from '../../packages/store/src/console-tokens.js';
 import { openConsoleTokens } from '../../packages/store/src/console-tokens.js';
 import { PostgresKeyStore } from '../../packages/store/src/control-store-postgres.js';
 import { SqliteKeyStore } from '../../packages/store/src/control-store-sqlite.js';
@@ -24,7 +24,9 @@ afterAll(async () => {
 });
 
 /** A migrated key store and the console tokens beside it, closed when the test ends. */
-async function open(kind: 'sqlite' | 'postgres'): Promise<{ keys: KeyStore; tokens: ConsoleTokens; raw: () => Promise<Record<string, unknown>[]>; another: () => Promise<ConsoleTokens> }> {
+async function open(
+  kind: 'sqlite' | 'postgres',
+): Promise<{ keys: KeyStore; tokens: ConsoleTokens; raw: () => Promise<Record<string, unknown>[]>; another: () => Promise<ConsoleTokens> }> {
   let keys: KeyStore;
   let where: { sqliteFile: string; databaseUrl?: string };
   let tokens: ConsoleTokens;

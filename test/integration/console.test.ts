@@ -17,7 +17,16 @@ import { startTestServer, type TestServer } from './support/ingest-server.js';
 
 // Debian's chromium, driven by playwright-core: no browser is downloaded.
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const SHOTS = path.resolve(import.meta.dirname, '../../test-results/console');
 
 const FROM = '2026-01-10';
@@ -36,15 +45,43 @@ function batches() {
         customer: { id: d % 2 === 0 ? 'c1' : 'acme, inc' },
         spans: [
           makeSpan({ spanId: `root-${d}`, spanType: 'agent', name: 'answer ticket', startTime: t0, endTime: t0 + 4200 }),
-          makeSpan({ spanId: `plan-${d}`, parentSpanId: `root-${d}`, name: 'plan', startTime: t0 + 100, endTime: t0 + 1300, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 1200 * d, cachedInputTokens: 300, outputTokens: 210 + d } }),
+          makeSpan({
+            spanId: `plan-${d}`,
+            parentSpanId: `root-${d}`,
+            name: 'plan',
+            startTime: t0 + 100,
+            endTime: t0 + 1300,
+            provider: 'openai',
+            modelId: 'gpt-4o',
+            usage: { inputTokens: 1200 * d, cachedInputTokens: 300, outputTokens: 210 + d },
+          }),
           makeSpan({ spanId: `tool-${d}`, parentSpanId: `root-${d}`, spanType: 'tool', name: 'search orders', startTime: t0 + 1350, endTime: t0 + 2000 }),
-          makeSpan({ spanId: `write-${d}`, parentSpanId: `root-${d}`, name: 'write reply', startTime: t0 + 2050, endTime: t0 + 4100, provider: 'anthropic', modelId: 'claude-sonnet-4-20250514', usage: { inputTokens: 3000 + d, cacheWriteInputTokens: 500, outputTokens: 700 } }),
+          makeSpan({
+            spanId: `write-${d}`,
+            parentSpanId: `root-${d}`,
+            name: 'write reply',
+            startTime: t0 + 2050,
+            endTime: t0 + 4100,
+            provider: 'anthropic',
+            modelId: 'claude-sonnet-4-20250514',
+            usage: { inputTokens: 3000 + d, cacheWriteInputTokens: 500, outputTokens: 700 },
+          }),
         ],
       }),
       makeTrace({
         traceId: `batch-${d}`,
         customer: { id: 'c2' },
-        spans: [makeSpan({ spanId: `emb-${d}`, name: 'classify', startTime: t0 + 5000, endTime: t0 + 5600, provider: 'openai', modelId: d % 2 === 0 ? 'gpt-4o-mini' : 'in-house-llm', usage: { inputTokens: 40_000 + d, outputTokens: 900 } })],
+        spans: [
+          makeSpan({
+            spanId: `emb-${d}`,
+            name: 'classify',
+            startTime: t0 + 5000,
+            endTime: t0 + 5600,
+            provider: 'openai',
+            modelId: d % 2 === 0 ? 'gpt-4o-mini' : 'in-house-llm',
+            usage: { inputTokens: 40_000 + d, outputTokens: 900 },
+          }),
+        ],
       }),
     );
   }
@@ -56,11 +93,21 @@ async function launch(): Promise<Browser> {
 }
 
 async function cells(page: Page, table: string, col: string): Promise<Record<string, string>> {
-  return page.$$eval(`[data-table="${table}"] tbody tr`, (rows, c) => Object.fromEntries(rows.map((r) => [r.getAttribute('data-key') ?? '', r.querySelector(`td[data-col="${c}"]`)?.getAttribute('data-value') ?? ''])), col);
+  return page.$$eval(
+    `[data-table="${table}"] tbody tr`,
+    (rows, c) =>
+      Object.fromEntries(rows.map((r) => [r.getAttribute('data-key') ?? '', r.querySelector(`td[data-col="${c}"]`)?.getAttribute('data-value') ?? ''])),
+    col,
+  );
 }
 
 async function shown(page: Page, table: string, col: string): Promise<Record<string, string>> {
-  return page.$$eval(`[data-table="${table}"] tbody tr`, (rows, c) => Object.fromEntries(rows.map((r) => [r.getAttribute('data-key') ?? '', (r.querySelector(`td[data-col="${c}"]`)?.textContent ?? '').replace(/[$,]/g, '')])), col);
+  return page.$$eval(
+    `[data-table="${table}"] tbody tr`,
+    (rows, c) =>
+      Object.fromEntries(rows.map((r) => [r.getAttribute('data-key') ?? '', (r.querySelector(`td[data-col="${c}"]`)?.textContent ?? '').replace(/[$,]/g, '')])),
+    col,
+  );
 }
 
 function expectedBy(rows: UsageRow[], total: UsageRow, pick: (r: UsageRow) => string | number): Record<string, string> {
@@ -69,7 +116,10 @@ function expectedBy(rows: UsageRow[], total: UsageRow, pick: (r: UsageRow) => st
 
 async function cliCsv(dir: string, by: string): Promise<string> {
   const lines: string[] = [];
-  const code = await runCli(['usage', '--org', 'acme', '--from', FROM, '--to', TO, '--by', by, '--csv'], { env: { DATA_DIR: dir }, out: { out: (t) => lines.push(t), err: (t) => lines.push(`ERR ${t}`) } });
+  const code = await runCli(['usage', '--org', 'acme', '--from', FROM, '--to', TO, '--by', by, '--csv'], {
+    env: { DATA_DIR: dir },
+    out: { out: (t) => lines.push(t), err: (t) => lines.push(`ERR ${t}`) },
+  });
   expect(code).toBe(0);
   return lines.join('\n').trim();
 }
@@ -226,7 +276,10 @@ describe('cost console in a real browser (DuckDB)', () => {
       const model = key === 'TOTAL' ? 'TOTAL' : key.slice(0, key.lastIndexOf('|'));
       perModel.set(model, (perModel.get(model) ?? 0n) + parseDecimal(cost));
     }
-    const expected = new Map([...byModel.map((r): [string, bigint] => [r.group, parseDecimal(r.costs.total_cost ?? '0')]), ['TOTAL', parseDecimal(usageTotals(byModel).costs.total_cost ?? '0')]]);
+    const expected = new Map([
+      ...byModel.map((r): [string, bigint] => [r.group, parseDecimal(r.costs.total_cost ?? '0')]),
+      ['TOTAL', parseDecimal(usageTotals(byModel).costs.total_cost ?? '0')],
+    ]);
     expect(perModel).toEqual(expected);
     const sources = await cells(page, 'models', 'price_source');
     expect(sources['gpt-4o|openai']).toMatch(/^catalog:genai-prices@/);
@@ -236,7 +289,9 @@ describe('cost console in a real browser (DuckDB)', () => {
 
     const fix = await page.textContent('[data-table="unpriced"] tr[data-key="in-house-llm|openai"] td[data-col="fix"] code');
     expect(fix).toBe('trace-ingest prices set in-house-llm --provider openai --input <USD per 1M input tokens> --output <USD per 1M output tokens>');
-    expect(await page.getAttribute('[data-table="unpriced"] tr[data-key="in-house-llm|openai"] td[data-col="spans"]', 'data-value')).toBe(String(byModel.find((r) => r.group === 'in-house-llm')?.unpricedSpans));
+    expect(await page.getAttribute('[data-table="unpriced"] tr[data-key="in-house-llm|openai"] td[data-col="spans"]', 'data-value')).toBe(
+      String(byModel.find((r) => r.group === 'in-house-llm')?.unpricedSpans),
+    );
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-csv="unpriced"]')]);
     expect(fs.readFileSync(await download.path(), 'utf8')).toContain(`in-house-llm,openai,2,trace-ingest prices set in-house-llm --provider openai`);
     await page.screenshot({ path: path.join(SHOTS, 'models.png'), fullPage: true });
@@ -267,7 +322,9 @@ describe('cost console in a real browser (DuckDB)', () => {
     for (const s of stored) expect(spanCosts[String(s.span_id)]).toBe(formatDecimal(parseDecimal(String(s.c))));
     expect(await page.textContent('[data-trace-total]')).toBe(`$${byTrace.find((r) => r.group === 'agent-run-14')?.costs.total_cost}`);
     // Bars are placed by start time: the tool call starts after the planning call ends.
-    const lefts = await page.$$eval('[data-waterfall] .wf-bar', (bars) => bars.map((b) => parseFloat((b as unknown as { style: { left: string } }).style.left)));
+    const lefts = await page.$$eval('[data-waterfall] .wf-bar', (bars) =>
+      bars.map((b) => parseFloat((b as unknown as { style: { left: string } }).style.left)),
+    );
     expect(lefts[0]).toBe(0);
     expect(lefts[2]).toBeGreaterThan(lefts[1] ?? 0);
     await page.screenshot({ path: path.join(SHOTS, 'trace.png'), fullPage: true });
@@ -286,7 +343,10 @@ describe('cost console in a real browser (DuckDB)', () => {
   });
 
   it('answers every console path of the OpenAPI document with the fields it documents', async () => {
-    const doc = buildOpenApiDocument() as { paths: Record<string, { get: { responses: { '200': { content: { 'application/json': { schema: { $ref: string } } } } } } }>; components: { schemas: Record<string, { required?: string[] }> } };
+    const doc = buildOpenApiDocument() as {
+      paths: Record<string, { get: { responses: { '200': { content: { 'application/json': { schema: { $ref: string } } } } } } }>;
+      components: { schemas: Record<string, { required?: string[] }> };
+    };
     const paths = Object.keys(doc.paths).filter((p) => p.startsWith('/console/api/'));
     expect(paths.length).toBe(6);
     for (const p of paths) {

@@ -56,11 +56,19 @@ describe('PostgreSQL control store across processes', () => {
   });
 
   it('keeps its tables and migration journal inside its own schema', async () => {
-    const { rows } = await admin.query<{ table_name: string }>(
-      'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
-      [store.schema],
-    );
-    expect(rows.map((r) => r.table_name)).toEqual(['__drizzle_migrations', 'api_keys', 'console_tokens', 'orgs', 'plans', 'price_overrides', 'settings', 'usage_months']);
+    const { rows } = await admin.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name', [
+      store.schema,
+    ]);
+    expect(rows.map((r) => r.table_name)).toEqual([
+      '__drizzle_migrations',
+      'api_keys',
+      'console_tokens',
+      'orgs',
+      'plans',
+      'price_overrides',
+      'settings',
+      'usage_months',
+    ]);
   });
 
   it('takes the schema from ?schema= in the URL, keeping other options', async () => {
@@ -118,7 +126,10 @@ describe('PostgreSQL control store across processes', () => {
     const other = new PostgresKeyStore(DATABASE_URL, { schema: store.schema, poolSize: 8 });
     await other.start();
     try {
-      const adds = Array.from({ length: 200 }, (_, i) => [store.addMonthUsage(org.id, '2026-11', 1 + (i % 3)), other.addMonthUsage(org.id, '2026-11', 1 + (i % 3))]).flat();
+      const adds = Array.from({ length: 200 }, (_, i) => [
+        store.addMonthUsage(org.id, '2026-11', 1 + (i % 3)),
+        other.addMonthUsage(org.id, '2026-11', 1 + (i % 3)),
+      ]).flat();
       const totals = await Promise.all(adds);
       const expected = 2 * Array.from({ length: 200 }, (_, i) => 1 + (i % 3)).reduce((a, b) => a + b, 0);
       expect(await other.getMonthUsage(org.id, '2026-11')).toBe(expected);

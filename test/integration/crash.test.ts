@@ -40,7 +40,11 @@ describe('crash safety (real child process, kill -9)', () => {
           const spans = Array.from({ length: 20 }, (_, i) => makeSpan({ spanId: `r${round}-b${n}-s${i}` }));
           const body = JSON.stringify({ version: 'v1', traces: [makeTrace({ traceId: `crash-${n}`, spans })] });
           try {
-            const res = await fetch(`${child.url}/ingest`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body });
+            const res = await fetch(`${child.url}/ingest`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+              body,
+            });
             if (res.status === 202) for (const s of spans) acked.add(`crash-${n}/${s.spanId}`);
             else await res.body?.cancel();
           } catch {

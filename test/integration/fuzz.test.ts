@@ -47,7 +47,10 @@ describe('fuzzing POST /ingest (real child process)', () => {
   it('survives the corpus and 2000 mutated bodies with no 5xx and no non-JSON answer', async () => {
     const { code, summary } = await runFuzz(['--count', '2000', '--seconds', '60', '--concurrency', '8']);
     const failures = JSON.stringify(summary.examples).slice(0, 3000);
-    expect({ crashes: summary.crashes, status5xx: summary.status5xx, nonJson: summary.nonJson, polluted: summary.polluted, serverAlive: summary.serverAlive }, failures).toEqual({
+    expect(
+      { crashes: summary.crashes, status5xx: summary.status5xx, nonJson: summary.nonJson, polluted: summary.polluted, serverAlive: summary.serverAlive },
+      failures,
+    ).toEqual({
       crashes: 0,
       status5xx: 0,
       nonJson: 0,

@@ -9,7 +9,10 @@ import { startTestServer, type TestServer } from './support/ingest-server.js';
 const LIMIT = 64 * 1024;
 
 /** A raw request, so a test controls the headers and the body's framing exactly. */
-function rawRequest(url: string, opts: { headers: Record<string, string>; chunks?: Buffer[]; path?: string; method?: string }): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function rawRequest(
+  url: string,
+  opts: { headers: Record<string, string>; chunks?: Buffer[]; path?: string; method?: string },
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const req = http.request({ host: u.hostname, port: u.port, path: opts.path ?? '/ingest', method: opts.method ?? 'POST', headers: opts.headers }, (res) => {
@@ -70,7 +73,10 @@ describe('POST /ingest pipeline', () => {
     it('cuts a chunked body off at the limit', async () => {
       const { key } = await t.newKey();
       const chunk = Buffer.alloc(16 * 1024, 0x20);
-      const res = await rawRequest(t.url, { headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'transfer-encoding': 'chunked' }, chunks: Array.from({ length: 8 }, () => chunk) });
+      const res = await rawRequest(t.url, {
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'transfer-encoding': 'chunked' },
+        chunks: Array.from({ length: 8 }, () => chunk),
+      });
       expect(res.status).toBe(413);
       expect(res.headers.connection).toBe('close');
     });
@@ -204,14 +210,30 @@ describe('POST /ingest pipeline', () => {
         sessionId: 'sess-1',
         customer: { id: 'cust-9', name: 'Acme', imageUrl: 'https://acme.test/logo.png' },
         metadata: { env: 'prod' },
-        spans: [makeSpan({ spanId: 'a', modelId: 'gpt-4o', usage: { inputTokens: 10, outputTokens: 5 } }), makeSpan({ spanId: 'b', parentSpanId: 'a', spanType: 'tool', status: 'error', errorMessage: 'boom' })],
+        spans: [
+          makeSpan({ spanId: 'a', modelId: 'gpt-4o', usage: { inputTokens: 10, outputTokens: 5 } }),
+          makeSpan({ spanId: 'b', parentSpanId: 'a', spanType: 'tool', status: 'error', errorMessage: 'boom' }),
+        ],
       });
       const res = await t.post(makePayload({ traces: [trace] }), { key });
       expect(await res.json()).toEqual({ accepted: 2 });
       const rows = await t.spans("SELECT * FROM spans WHERE trace_id = 'rows-trace' ORDER BY span_id");
       expect(rows).toHaveLength(2);
       for (const r of rows) {
-        expect(r).toMatchObject({ org_id: orgId, key_prefix: prefix, trace_name: 'checkout', agent_name: 'planner', workflow_name: 'wf', workflow_run_id: 'run-7', session_id: 'sess-1', customer_id: 'cust-9', customer_name: 'Acme', customer_image_url: 'https://acme.test/logo.png', trace_metadata_keys: ['env'], trace_metadata_values: ['prod'] });
+        expect(r).toMatchObject({
+          org_id: orgId,
+          key_prefix: prefix,
+          trace_name: 'checkout',
+          agent_name: 'planner',
+          workflow_name: 'wf',
+          workflow_run_id: 'run-7',
+          session_id: 'sess-1',
+          customer_id: 'cust-9',
+          customer_name: 'Acme',
+          customer_image_url: 'https://acme.test/logo.png',
+          trace_metadata_keys: ['env'],
+          trace_metadata_values: ['prod'],
+        });
       }
       expect(rows[0]).toMatchObject({ span_id: 'a', model_id: 'gpt-4o', input_tokens: '10', output_tokens: '5', status: 'ok' });
       expect(rows[1]).toMatchObject({ span_id: 'b', parent_span_id: 'a', span_type: 'tool', status: 'error', error_message: 'boom' });

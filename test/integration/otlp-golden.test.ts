@@ -74,7 +74,11 @@ describe('golden OTLP documents: usage alias families', () => {
     for (const format of ['json', 'protobuf'] as const) {
       it(`${name} (${format}): ${fx.description.slice(0, 80)}`, async () => {
         const { key, orgId } = await t.newKey();
-        const res = await fetch(`${t.url}/v1/traces`, { method: 'POST', headers: { 'content-type': CONTENT_TYPE[format], 'x-api-key': key }, body: encode(fx.request, format) });
+        const res = await fetch(`${t.url}/v1/traces`, {
+          method: 'POST',
+          headers: { 'content-type': CONTENT_TYPE[format], 'x-api-key': key },
+          body: encode(fx.request, format),
+        });
         expect(res.status).toBe(200);
         expect(await decodeAnswer(res, format)).toEqual({});
         const rows = await t.spans('SELECT * FROM spans WHERE org_id = ? ORDER BY span_id', [orgId]);
@@ -124,7 +128,9 @@ describe('golden OTLP documents: every answer of POST /v1/traces', () => {
         let orgId: string;
         if (fx.setup === 'quota' || fx.setup === 'rate') {
           const plan = `golden-${fx.setup}-${++plans}`;
-          await t.keys.createPlan(fx.setup === 'quota' ? { name: plan, monthlySpans: 0, rateLimitRps: 100 } : { name: plan, monthlySpans: 1_000_000, rateLimitRps: 1 });
+          await t.keys.createPlan(
+            fx.setup === 'quota' ? { name: plan, monthlySpans: 0, rateLimitRps: 100 } : { name: plan, monthlySpans: 1_000_000, rateLimitRps: 1 },
+          );
           ({ key, orgId } = await t.newKey(`${plan}-org`, plan));
         } else {
           ({ key, orgId } = await t.newKey());
@@ -134,7 +140,8 @@ describe('golden OTLP documents: every answer of POST /v1/traces', () => {
         if (r.bodyText !== undefined) body = Buffer.from(r.bodyText, 'utf8');
         else if (r.body !== undefined) {
           const doc = structuredClone(r.body) as { resourceSpans: { scopeSpans: { spans: { attributes: unknown[] }[] }[] }[] };
-          if (r.padAttributeChars !== undefined) doc.resourceSpans[0]?.scopeSpans[0]?.spans[0]?.attributes.push({ key: 'pad', value: { stringValue: 'p'.repeat(r.padAttributeChars) } });
+          if (r.padAttributeChars !== undefined)
+            doc.resourceSpans[0]?.scopeSpans[0]?.spans[0]?.attributes.push({ key: 'pad', value: { stringValue: 'p'.repeat(r.padAttributeChars) } });
           body = encode(doc, format);
         }
         if (body !== undefined && r.contentEncoding === 'gzip' && r.compress !== false) body = gzipSync(body);

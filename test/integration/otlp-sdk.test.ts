@@ -3,7 +3,14 @@ import { CompressionAlgorithm } from '@opentelemetry/otlp-exporter-base';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node';
+import {
+  BatchSpanProcessor,
+  InMemorySpanExporter,
+  NodeTracerProvider,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-node';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
@@ -59,7 +66,11 @@ describe('OTLP/HTTP from the OpenTelemetry JS SDK', () => {
       ctx,
     );
     chat.end(NOON + 810);
-    const tool = tracer.startSpan('execute_tool lookup_order', { startTime: NOON + 820, attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'lookup_order' } }, ctx);
+    const tool = tracer.startSpan(
+      'execute_tool lookup_order',
+      { startTime: NOON + 820, attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'lookup_order' } },
+      ctx,
+    );
     tool.setStatus({ code: SpanStatusCode.ERROR, message: 'order service timed out' });
     tool.end(NOON + 900);
     root.end(NOON + 1000);
@@ -97,7 +108,14 @@ describe('OTLP/HTTP from the OpenTelemetry JS SDK', () => {
       expect(r.trace_metadata_keys).toEqual(expect.arrayContaining(['service.name', 'deployment.environment.name']));
       expect(r.trace_metadata_values).toContain(`svc-${format}-${compression}`);
     }
-    expect(agent).toMatchObject({ span_type: 'agent', root: true, start_time: String(NOON), end_time: String(NOON + 1000), priced: false, total: '0.000000000000000000' });
+    expect(agent).toMatchObject({
+      span_type: 'agent',
+      root: true,
+      start_time: String(NOON),
+      end_time: String(NOON + 1000),
+      priced: false,
+      total: '0.000000000000000000',
+    });
     // 234 uncached × 2.50 + 1000 cached × 1.25 + 567 × 10, per million.
     expect(chat).toMatchObject({
       span_type: 'llm',
@@ -132,7 +150,8 @@ describe('OTLP/HTTP from the OpenTelemetry JS SDK', () => {
     return mem.getFinishedSpans();
   }
 
-  const exportOnce = (exporter: SpanExporter, spans: ReadableSpan[]) => new Promise<{ code: number; error?: Error }>((resolve) => exporter.export(spans, resolve));
+  const exportOnce = (exporter: SpanExporter, spans: ReadableSpan[]) =>
+    new Promise<{ code: number; error?: Error }>((resolve) => exporter.export(spans, resolve));
 
   it('stores spans sent again (an exporter retrying after a lost answer) once', async () => {
     const spans = await recordedRun();
@@ -147,7 +166,10 @@ describe('OTLP/HTTP from the OpenTelemetry JS SDK', () => {
 
   it('a bad key is a final failure for the exporter: one request, no retries', async () => {
     const spans = await recordedRun();
-    const count = async () => (await t.server.metrics.httpRequests.get()).values.filter((v) => v.labels.route === '/v1/traces' && v.labels.status === '401').reduce((n, v) => n + v.value, 0);
+    const count = async () =>
+      (await t.server.metrics.httpRequests.get()).values
+        .filter((v) => v.labels.route === '/v1/traces' && v.labels.status === '401')
+        .reduce((n, v) => n + v.value, 0);
     const before = await count();
     const exporter = new ProtoExporter({ url: `${t.url}/v1/traces`, headers: { 'x-api-key': 'ti_' + 'x'.repeat(43) } });
     const result = await exportOnce(exporter, spans);

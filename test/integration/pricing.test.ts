@@ -21,8 +21,13 @@ describe('pricing through the running server', () => {
     t.post(makePayload({ traces: [makeTrace({ traceId, spans: [makeSpan({ startTime: NOON, endTime: NOON + 10, ...span })] })] }), { key });
 
   it('stores exact per-dimension costs from the catalog', async () => {
-    expect((await post('cat', { spanId: 'a', provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 1234, cachedInputTokens: 1000, outputTokens: 567 } })).status).toBe(202);
-    const [row] = await t.spans("SELECT input_cost::VARCHAR AS i, cached_input_cost::VARCHAR AS c, output_cost::VARCHAR AS o, total_cost::VARCHAR AS total, priced, price_source FROM spans WHERE trace_id = 'cat'");
+    expect(
+      (await post('cat', { spanId: 'a', provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 1234, cachedInputTokens: 1000, outputTokens: 567 } }))
+        .status,
+    ).toBe(202);
+    const [row] = await t.spans(
+      "SELECT input_cost::VARCHAR AS i, cached_input_cost::VARCHAR AS c, output_cost::VARCHAR AS o, total_cost::VARCHAR AS total, priced, price_source FROM spans WHERE trace_id = 'cat'",
+    );
     // 1234 × 2.50 + 1000 × 1.25 + 567 × 10, per million
     expect(row).toMatchObject({ i: '0.003085000000000000', c: '0.001250000000000000', o: '0.005670000000000000', total: '0.010005000000000000', priced: true });
     expect(String(row?.price_source)).toMatch(/^catalog:genai-prices@/);
@@ -33,13 +38,21 @@ describe('pricing through the running server', () => {
     try {
       await setPrice(ctx, { model: 'my-model', org: 'priced-org', input: '1.5', output: '3', request: '0.002' });
       const shown = await showPrice(ctx, { model: 'my-model', org: 'priced-org' });
-      expect(shown).toMatchObject({ inputPerMtok: '1.5', outputPerMtok: '3', requestEach: '0.002', cachedInputPerMtok: '1.5', fallbacks: { cachedInput: 'input' } });
+      expect(shown).toMatchObject({
+        inputPerMtok: '1.5',
+        outputPerMtok: '3',
+        requestEach: '0.002',
+        cachedInputPerMtok: '1.5',
+        fallbacks: { cachedInput: 'input' },
+      });
       await expect(showPrice(ctx, { model: 'my-model', org: 'other-org' })).rejects.toThrow(/no price for model "my-model"/);
     } finally {
       await ctx.close();
     }
     expect((await post('ovr', { spanId: 'b', modelId: 'my-model', usage: { inputTokens: 2_000_000, requestCount: 3 } })).status).toBe(202);
-    const [row] = await t.spans("SELECT input_cost::VARCHAR AS i, request_cost::VARCHAR AS r, total_cost::VARCHAR AS total, price_source FROM spans WHERE trace_id = 'ovr'");
+    const [row] = await t.spans(
+      "SELECT input_cost::VARCHAR AS i, request_cost::VARCHAR AS r, total_cost::VARCHAR AS total, price_source FROM spans WHERE trace_id = 'ovr'",
+    );
     expect(row).toMatchObject({ i: '3.000000000000000000', r: '0.006000000000000000', total: '3.006000000000000000' });
     expect(String(row?.price_source)).toMatch(/^override:price_/);
   });
@@ -60,7 +73,12 @@ describe('prices unpriced', () => {
     const t = await startTestServer();
     onTestFinished(() => t.close());
     const { key } = await t.newKey();
-    const spans = [makeSpan({ modelId: 'ghost-1', provider: 'x' }), makeSpan({ modelId: 'ghost-1', provider: 'x' }), makeSpan({ modelId: 'gpt-4o' }), makeSpan({ modelId: 'ghost-2' })];
+    const spans = [
+      makeSpan({ modelId: 'ghost-1', provider: 'x' }),
+      makeSpan({ modelId: 'ghost-1', provider: 'x' }),
+      makeSpan({ modelId: 'gpt-4o' }),
+      makeSpan({ modelId: 'ghost-2' }),
+    ];
     expect((await t.post(makePayload({ traces: [makeTrace({ spans })] }), { key })).status).toBe(202);
     await t.server.shutdown();
     const ctx = createContext(loadConfig({ DATA_DIR: t.dir }));

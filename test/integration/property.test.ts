@@ -53,9 +53,15 @@ const count = fc.oneof({ weight: 6, arbitrary: fc.nat({ max: 1_000_000 }) }, { w
  * file: the server cannot store them.
  */
 const LAST_STORABLE_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
-const epochMs = fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 1_600_000_000_000, max: 1_900_000_000_000 }) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: LAST_STORABLE_MS }) });
+const epochMs = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 1_600_000_000_000, max: 1_900_000_000_000 }) },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: LAST_STORABLE_MS }) },
+);
 
-const metadataKey = fc.oneof({ weight: 6, arbitrary: text(128) }, { weight: 1, arbitrary: fc.constantFrom('__proto__', 'constructor', 'toString', 'hasOwnProperty', 'prototype') });
+const metadataKey = fc.oneof(
+  { weight: 6, arbitrary: text(128) },
+  { weight: 1, arbitrary: fc.constantFrom('__proto__', 'constructor', 'toString', 'hasOwnProperty', 'prototype') },
+);
 
 /** Built from entries so `__proto__` becomes an own key, as JSON.parse makes it on the server. */
 const metadata: fc.Arbitrary<Obj> = fc
@@ -65,10 +71,25 @@ const metadata: fc.Arbitrary<Obj> = fc
   )
   .map((entries) => Object.fromEntries(entries));
 
-const countArray = fc.oneof({ weight: 8, arbitrary: fc.array(count, { maxLength: 5 }) }, { weight: 1, arbitrary: fc.array(fc.nat(), { minLength: 200, maxLength: 200 }) });
+const countArray = fc.oneof(
+  { weight: 8, arbitrary: fc.array(count, { maxLength: 5 }) },
+  { weight: 1, arbitrary: fc.array(fc.nat(), { minLength: 200, maxLength: 200 }) },
+);
 
 const usage = fc.record(
-  Object.fromEntries(['inputTokens', 'outputTokens', 'totalTokens', 'reasoningTokens', 'cachedInputTokens', 'cacheWriteInputTokens', 'imageCount', 'webSearchCount', 'requestCount'].map((k) => [k, count])),
+  Object.fromEntries(
+    [
+      'inputTokens',
+      'outputTokens',
+      'totalTokens',
+      'reasoningTokens',
+      'cachedInputTokens',
+      'cacheWriteInputTokens',
+      'imageCount',
+      'webSearchCount',
+      'requestCount',
+    ].map((k) => [k, count]),
+  ),
   { requiredKeys: [] },
 );
 const rateLimit = fc.record(
@@ -120,11 +141,7 @@ const trace: fc.Arbitrary<Obj> = fc
   .record(
     {
       traceId: text(128, 1),
-      names: fc.oneof(
-        fc.record({ traceName: text(256) }),
-        fc.record({ agentName: text(256) }),
-        fc.record({ traceName: text(256), agentName: text(256) }),
-      ),
+      names: fc.oneof(fc.record({ traceName: text(256) }), fc.record({ agentName: text(256) }), fc.record({ traceName: text(256), agentName: text(256) })),
       workflow: fc.option(fc.record({ workflowName: text(256), workflowRunId: text(128) }), { nil: undefined }),
       sessionId: fc.option(text(128), { nil: undefined }),
       customer: fc.option(customer, { nil: undefined }),
@@ -170,16 +187,66 @@ const notObject = fc.constantFrom<unknown>(5, 'x', null, true, [], [{}]);
 const notArray = fc.constantFrom<unknown>(5, 'x', null, true, {}, { 0: 1 });
 
 const KNOWN = new Set([
-  'version', 'traces', 'traceId', 'traceName', 'agentName', 'workflowName', 'workflowRunId', 'sessionId', 'customer', 'metadata', 'spans', 'id', 'name', 'imageUrl',
-  'spanId', 'parentSpanId', 'spanType', 'startTime', 'endTime', 'status', 'errorMessage', 'provider', 'modelId', 'usage', 'ttftMs', 'chunkOffsets', 'chunkTokens',
-  'reasoningOffsets', 'reasoningChunkTokens', 'reasoningDurationMs', 'input', 'output', 'toolCatalog', 'modelCallMs', 'systemFingerprint', 'safetyMetadata', 'sources',
-  'rateLimit', 'inputTokens', 'outputTokens', 'totalTokens', 'reasoningTokens', 'cachedInputTokens', 'cacheWriteInputTokens', 'imageCount', 'webSearchCount',
-  'requestCount', 'requestsLimit', 'requestsRemaining', 'requestsResetMs', 'tokensLimit', 'tokensRemaining', 'tokensResetMs',
+  'version',
+  'traces',
+  'traceId',
+  'traceName',
+  'agentName',
+  'workflowName',
+  'workflowRunId',
+  'sessionId',
+  'customer',
+  'metadata',
+  'spans',
+  'id',
+  'name',
+  'imageUrl',
+  'spanId',
+  'parentSpanId',
+  'spanType',
+  'startTime',
+  'endTime',
+  'status',
+  'errorMessage',
+  'provider',
+  'modelId',
+  'usage',
+  'ttftMs',
+  'chunkOffsets',
+  'chunkTokens',
+  'reasoningOffsets',
+  'reasoningChunkTokens',
+  'reasoningDurationMs',
+  'input',
+  'output',
+  'toolCatalog',
+  'modelCallMs',
+  'systemFingerprint',
+  'safetyMetadata',
+  'sources',
+  'rateLimit',
+  'inputTokens',
+  'outputTokens',
+  'totalTokens',
+  'reasoningTokens',
+  'cachedInputTokens',
+  'cacheWriteInputTokens',
+  'imageCount',
+  'webSearchCount',
+  'requestCount',
+  'requestsLimit',
+  'requestsRemaining',
+  'requestsResetMs',
+  'tokensLimit',
+  'tokensRemaining',
+  'tokensResetMs',
 ]);
-const unknownKey = fc.oneof(
-  fc.constantFrom('__proto__', 'constructor', 'prototype', 'orgId', 'org_id', 'toString', 'Version', 'traceid', ' traceId'),
-  fc.string({ minLength: 1, maxLength: 20 }),
-).filter((k) => !KNOWN.has(k));
+const unknownKey = fc
+  .oneof(
+    fc.constantFrom('__proto__', 'constructor', 'prototype', 'orgId', 'org_id', 'toString', 'Version', 'traceid', ' traceId'),
+    fc.string({ minLength: 1, maxLength: 20 }),
+  )
+  .filter((k) => !KNOWN.has(k));
 const anyJson = fc.oneof(fc.constant(null), fc.boolean(), fc.integer(), fc.string({ maxLength: 5 }), fc.constant({}), fc.constant([]));
 
 /** Sets `key` as an own property (also `__proto__`), as JSON.parse would. */
@@ -207,14 +274,19 @@ function atSpan(f: fc.Arbitrary<(s: Obj) => string>): fc.Arbitrary<Breaker> {
   });
 }
 /** Applies `f` to the object at `field` of `o`, creating it from `init` when absent. */
-const within = (field: string, init: () => Obj, g: (o: Obj) => string) => (o: Obj): string => {
-  if (typeof o[field] !== 'object' || o[field] === null) o[field] = init();
-  return `.${field}${g(o[field] as Obj)}`;
-};
+const within =
+  (field: string, init: () => Obj, g: (o: Obj) => string) =>
+  (o: Obj): string => {
+    if (typeof o[field] !== 'object' || o[field] === null) o[field] = init();
+    return `.${field}${g(o[field] as Obj)}`;
+  };
 
 const setField = (field: string, value: fc.Arbitrary<unknown>) => value.map((v) => (o: Obj) => ((o[field] = v), `.${field}`));
 const deleteField = (field: string) => fc.constant((o: Obj) => (delete o[field], `.${field}`));
-const addUnknown = fc.tuple(unknownKey, anyJson).map(([k, v]) => (o: Obj) => (defineOwn(o, k, v), ''));
+const addUnknown = fc.tuple(unknownKey, anyJson).map(
+  ([k, v]) =>
+    (o: Obj) => (defineOwn(o, k, v), ''),
+);
 
 function stringRules(where: 'trace' | 'span' | 'customer', field: string, max: number, min = 0, required = false): Rule[] {
   const at = (g: fc.Arbitrary<(o: Obj) => string>): fc.Arbitrary<Breaker> =>
@@ -249,40 +321,72 @@ function metadataRules(where: 'trace' | 'span'): Rule[] {
     { rule: `${where}.metadata not an object`, breaker: at(setField('metadata', fc.constantFrom<unknown>(5, 'x', true, ['a'], [['k', 'v']]))) },
     {
       rule: `${where}.metadata over 64 entries`,
-      breaker: on(fc.integer({ min: 65, max: 70 }).map((n) => (m: Obj) => {
-        // A `__proto__` entry is not counted: see the named test of that defect below.
-        for (let i = 0; Object.keys(m).filter((k) => k !== '__proto__').length < n; i++) m[`extra-${i}`] = 'v';
-        return '';
-      })),
+      breaker: on(
+        fc.integer({ min: 65, max: 70 }).map((n) => (m: Obj) => {
+          // A `__proto__` entry is not counted: see the named test of that defect below.
+          for (let i = 0; Object.keys(m).filter((k) => k !== '__proto__').length < n; i++) m[`extra-${i}`] = 'v';
+          return '';
+        }),
+      ),
     },
     { rule: `${where}.metadata key over 128 code points`, breaker: on(tooLong(128).map((k) => (m: Obj) => ((m[k] = 'v'), `.${k}`))) },
-    { rule: `${where}.metadata value over 1024 code points`, breaker: on(fc.tuple(text(128), tooLong(1024)).map(([k, v]) => (m: Obj) => (defineOwn(m, k, v), `.${k}`))) },
-    { rule: `${where}.metadata value not a string`, breaker: on(fc.tuple(text(128), notString).map(([k, v]) => (m: Obj) => (defineOwn(m, k, v), `.${k}`))) },
+    {
+      rule: `${where}.metadata value over 1024 code points`,
+      breaker: on(
+        fc.tuple(text(128), tooLong(1024)).map(
+          ([k, v]) =>
+            (m: Obj) => (defineOwn(m, k, v), `.${k}`),
+        ),
+      ),
+    },
+    {
+      rule: `${where}.metadata value not a string`,
+      breaker: on(
+        fc.tuple(text(128), notString).map(
+          ([k, v]) =>
+            (m: Obj) => (defineOwn(m, k, v), `.${k}`),
+        ),
+      ),
+    },
   ];
 }
 
 function chunkRules(field: string): Rule[] {
   return [
-    { rule: `span.${field} over 200 items`, breaker: atSpan(fc.integer({ min: 201, max: 210 }).map((n) => (s: Obj) => ((s[field] = Array.from({ length: n }, (_, i) => i)), `.${field}`))) },
+    {
+      rule: `span.${field} over 200 items`,
+      breaker: atSpan(fc.integer({ min: 201, max: 210 }).map((n) => (s: Obj) => ((s[field] = Array.from({ length: n }, (_, i) => i)), `.${field}`))),
+    },
     {
       rule: `span.${field} with an item that is not an integer >= 0`,
-      breaker: atSpan(fc.tuple(fc.array(fc.nat(), { maxLength: 5 }), notInteger, fc.nat()).map(([xs, bad, at]) => (s: Obj) => {
-        const i = at % (xs.length + 1);
-        const arr: unknown[] = [...xs];
-        arr.splice(i, 0, bad);
-        s[field] = arr;
-        return `.${field}[${i}]`;
-      })),
+      breaker: atSpan(
+        fc.tuple(fc.array(fc.nat(), { maxLength: 5 }), notInteger, fc.nat()).map(([xs, bad, at]) => (s: Obj) => {
+          const i = at % (xs.length + 1);
+          const arr: unknown[] = [...xs];
+          arr.splice(i, 0, bad);
+          s[field] = arr;
+          return `.${field}[${i}]`;
+        }),
+      ),
     },
     { rule: `span.${field} not an array`, breaker: atSpan(setField(field, notArray)) },
   ];
 }
 
-const enumBreak = (allowed: string[]) => fc.oneof(fc.string({ maxLength: 10 }), fc.constantFrom(...allowed.map((a) => a.toUpperCase()), ...allowed.map((a) => `${a} `)), notString).filter((v) => !allowed.includes(v as string));
+const enumBreak = (allowed: string[]) =>
+  fc
+    .oneof(fc.string({ maxLength: 10 }), fc.constantFrom(...allowed.map((a) => a.toUpperCase()), ...allowed.map((a) => `${a} `)), notString)
+    .filter((v) => !allowed.includes(v as string));
 
 const RULES: Rule[] = [
   // IngestPayload
-  { rule: 'version not v1', breaker: fc.oneof(fc.string({ maxLength: 4 }), fc.constantFrom('V1', 'v1 ', 'v2', ' v1', 'v1\u0000'), notString).filter((v) => v !== 'v1').map((v) => (p: Obj) => ((p.version = v), 'version')) },
+  {
+    rule: 'version not v1',
+    breaker: fc
+      .oneof(fc.string({ maxLength: 4 }), fc.constantFrom('V1', 'v1 ', 'v2', ' v1', 'v1\u0000'), notString)
+      .filter((v) => v !== 'v1')
+      .map((v) => (p: Obj) => ((p.version = v), 'version')),
+  },
   { rule: 'version missing', breaker: fc.constant((p: Obj) => (delete p.version, 'version')) },
   { rule: 'traces missing', breaker: fc.constant((p: Obj) => (delete p.traces, 'traces')) },
   { rule: 'traces not an array', breaker: notArray.map((v) => (p: Obj) => ((p.traces = v), 'traces')) },
@@ -322,26 +426,73 @@ const RULES: Rule[] = [
   { rule: 'trace.spans not an array', breaker: atTrace(setField('spans', notArray)) },
   { rule: 'trace.spans empty', breaker: atTrace(setField('spans', fc.constant([]))) },
   { rule: 'trace.spans over 2000', breaker: atTrace(fc.constant((t: Obj) => ((t.spans = Array.from({ length: 2001 }, () => makeSpan())), '.spans'))) },
-  { rule: 'trace not an object', breaker: fc.tuple(fc.nat(), notObject).map(([n, v]) => (p: Obj) => { const ts = p.traces as unknown[]; const i = n % ts.length; ts[i] = v; return `traces[${i}]`; }) },
+  {
+    rule: 'trace not an object',
+    breaker: fc.tuple(fc.nat(), notObject).map(([n, v]) => (p: Obj) => {
+      const ts = p.traces as unknown[];
+      const i = n % ts.length;
+      ts[i] = v;
+      return `traces[${i}]`;
+    }),
+  },
   { rule: 'trace with an unknown field', breaker: atTrace(addUnknown) },
   // Customer
   { rule: 'customer not an object', breaker: atTrace(setField('customer', notObject)) },
-  { rule: 'customer.id missing', breaker: atTrace(fc.constant(within('customer', () => ({ id: 'c' }), (c) => (delete c.id, '.id')))) },
+  {
+    rule: 'customer.id missing',
+    breaker: atTrace(
+      fc.constant(
+        within(
+          'customer',
+          () => ({ id: 'c' }),
+          (c) => (delete c.id, '.id'),
+        ),
+      ),
+    ),
+  },
   ...stringRules('customer', 'id', 128, 1),
   ...stringRules('customer', 'name', 256),
   {
     rule: 'customer.imageUrl not a URI',
     breaker: atTrace(
       fc
-        .oneof(fc.string({ unit: fc.constantFrom('a', 'b', ' ', '/', '.', '1'), maxLength: 20 }), fc.constantFrom('', 'not a uri', '//no-scheme', 'example.com/x.png', 'http//x'))
-        .map((v) => within('customer', () => ({ id: 'c' }), (c) => ((c.imageUrl = v), '.imageUrl'))),
+        .oneof(
+          fc.string({ unit: fc.constantFrom('a', 'b', ' ', '/', '.', '1'), maxLength: 20 }),
+          fc.constantFrom('', 'not a uri', '//no-scheme', 'example.com/x.png', 'http//x'),
+        )
+        .map((v) =>
+          within(
+            'customer',
+            () => ({ id: 'c' }),
+            (c) => ((c.imageUrl = v), '.imageUrl'),
+          ),
+        ),
     ),
   },
   {
     rule: 'customer.imageUrl over 2048 code points',
-    breaker: atTrace(fc.integer({ min: 1, max: 3 }).map((k) => within('customer', () => ({ id: 'c' }), (c) => ((c.imageUrl = 'https://example.com/' + 'a'.repeat(2048 - 20 + k)), '.imageUrl')))),
+    breaker: atTrace(
+      fc.integer({ min: 1, max: 3 }).map((k) =>
+        within(
+          'customer',
+          () => ({ id: 'c' }),
+          (c) => ((c.imageUrl = 'https://example.com/' + 'a'.repeat(2048 - 20 + k)), '.imageUrl'),
+        ),
+      ),
+    ),
   },
-  { rule: 'customer.imageUrl not a string', breaker: atTrace(notString.map((v) => within('customer', () => ({ id: 'c' }), (c) => ((c.imageUrl = v), '.imageUrl')))) },
+  {
+    rule: 'customer.imageUrl not a string',
+    breaker: atTrace(
+      notString.map((v) =>
+        within(
+          'customer',
+          () => ({ id: 'c' }),
+          (c) => ((c.imageUrl = v), '.imageUrl'),
+        ),
+      ),
+    ),
+  },
   { rule: 'customer with an unknown field', breaker: atTrace(addUnknown.map((g) => within('customer', () => ({ id: 'c' }), g))) },
   // Metadata
   ...metadataRules('trace'),
@@ -365,38 +516,71 @@ const RULES: Rule[] = [
   // startTime: wrong values that keep endTime >= startTime where they are numbers.
   {
     rule: 'span.startTime not an integer >= 0',
-    breaker: atSpan(fc.oneof(fc.constantFrom<unknown>(-1, '0', null, true, [], {}, -MAX_INT), fc.constant('fraction')).map((v) => (s: Obj) => {
-      s.startTime = v === 'fraction' ? (s.endTime as number) - 0.5 : v;
-      return '.startTime';
-    })),
+    breaker: atSpan(
+      fc.oneof(fc.constantFrom<unknown>(-1, '0', null, true, [], {}, -MAX_INT), fc.constant('fraction')).map((v) => (s: Obj) => {
+        s.startTime = v === 'fraction' ? (s.endTime as number) - 0.5 : v;
+        return '.startTime';
+      }),
+    ),
   },
   { rule: 'span.startTime missing', breaker: atSpan(deleteField('startTime')) },
   {
     rule: 'span.endTime not an integer >= 0',
-    breaker: atSpan(fc.oneof(fc.constantFrom<unknown>(-1, '0', null, true, [], {}, 2 ** 53, 1e300), fc.constant('fraction')).map((v) => (s: Obj) => {
-      s.endTime = v === 'fraction' ? (s.endTime as number) + 0.5 : v;
-      return '.endTime';
-    })),
+    breaker: atSpan(
+      fc.oneof(fc.constantFrom<unknown>(-1, '0', null, true, [], {}, 2 ** 53, 1e300), fc.constant('fraction')).map((v) => (s: Obj) => {
+        s.endTime = v === 'fraction' ? (s.endTime as number) + 0.5 : v;
+        return '.endTime';
+      }),
+    ),
   },
   { rule: 'span.endTime missing', breaker: atSpan(deleteField('endTime')) },
   {
     rule: 'span.endTime before startTime',
-    breaker: atSpan(fc.integer({ min: 1, max: 1_000_000 }).map((d) => (s: Obj) => {
-      const end = s.endTime as number;
-      s.startTime = end + d;
-      return '.endTime';
-    })),
+    breaker: atSpan(
+      fc.integer({ min: 1, max: 1_000_000 }).map((d) => (s: Obj) => {
+        const end = s.endTime as number;
+        s.startTime = end + d;
+        return '.endTime';
+      }),
+    ),
   },
-  ...countObjectRules('usage', ['inputTokens', 'outputTokens', 'totalTokens', 'reasoningTokens', 'cachedInputTokens', 'cacheWriteInputTokens', 'imageCount', 'webSearchCount', 'requestCount']),
+  ...countObjectRules('usage', [
+    'inputTokens',
+    'outputTokens',
+    'totalTokens',
+    'reasoningTokens',
+    'cachedInputTokens',
+    'cacheWriteInputTokens',
+    'imageCount',
+    'webSearchCount',
+    'requestCount',
+  ]),
   ...countObjectRules('rateLimit', ['requestsLimit', 'requestsRemaining', 'requestsResetMs', 'tokensLimit', 'tokensRemaining', 'tokensResetMs']),
-  { rule: 'span.ttftMs not a number >= 0', breaker: atSpan(setField('ttftMs', fc.oneof(fc.double({ max: -Number.MIN_VALUE, noNaN: true, noDefaultInfinity: true }), fc.constantFrom<unknown>('1', null, true, [], {})))) },
+  {
+    rule: 'span.ttftMs not a number >= 0',
+    breaker: atSpan(
+      setField(
+        'ttftMs',
+        fc.oneof(fc.double({ max: -Number.MIN_VALUE, noNaN: true, noDefaultInfinity: true }), fc.constantFrom<unknown>('1', null, true, [], {})),
+      ),
+    ),
+  },
   ...chunkRules('chunkOffsets'),
   ...chunkRules('chunkTokens'),
   ...chunkRules('reasoningOffsets'),
   ...chunkRules('reasoningChunkTokens'),
   ...intRules('reasoningDurationMs'),
   ...intRules('modelCallMs'),
-  { rule: 'span not an object', breaker: fc.tuple(fc.nat(), fc.nat(), notObject).map(([n, m, v]) => (p: Obj) => { const [t, i] = pick(p.traces as Obj[], n); const ss = t.spans as unknown[]; const j = m % ss.length; ss[j] = v; return `traces[${i}].spans[${j}]`; }) },
+  {
+    rule: 'span not an object',
+    breaker: fc.tuple(fc.nat(), fc.nat(), notObject).map(([n, m, v]) => (p: Obj) => {
+      const [t, i] = pick(p.traces as Obj[], n);
+      const ss = t.spans as unknown[];
+      const j = m % ss.length;
+      ss[j] = v;
+      return `traces[${i}].spans[${j}]`;
+    }),
+  },
   { rule: 'span with an unknown field', breaker: atSpan(addUnknown) },
 ];
 
@@ -404,7 +588,15 @@ const RULES: Rule[] = [
 function deadLetterRows(dir: string): number {
   const d = path.join(dir, 'dead-letter');
   if (!fs.existsSync(d)) return 0;
-  return fs.readdirSync(d).reduce((n, f) => n + fs.readFileSync(path.join(d, f), 'utf8').split('\n').filter((l) => l !== '').length, 0);
+  return fs.readdirSync(d).reduce(
+    (n, f) =>
+      n +
+      fs
+        .readFileSync(path.join(d, f), 'utf8')
+        .split('\n')
+        .filter((l) => l !== '').length,
+    0,
+  );
 }
 
 interface Answer {
@@ -439,42 +631,53 @@ describe('POST /ingest verdicts, generated from the v1 rules', () => {
     expect(names.length).toBeGreaterThan(120);
   });
 
-  it('accepts every payload that follows the rules, counting its spans', async () => {
-    let runs = 0;
-    await fc.assert(
-      fc.asyncProperty(payload, async (p) => {
-        runs++;
-        const a = await post(p);
-        expect(a.status, JSON.stringify(a.body).slice(0, 400)).toBe(202);
-        expect(a.body.accepted).toBe(spanCount(p));
-        for (const id of spanIds(p)) acceptedIds.add(id);
-      }),
-      { numRuns: 200, seed: 20261101 },
-    );
-    // Every run, however slow the machine: no time limit cuts the sample short.
-    expect(runs).toBe(200);
-  }, SLOW);
+  it(
+    'accepts every payload that follows the rules, counting its spans',
+    async () => {
+      let runs = 0;
+      await fc.assert(
+        fc.asyncProperty(payload, async (p) => {
+          runs++;
+          const a = await post(p);
+          expect(a.status, JSON.stringify(a.body).slice(0, 400)).toBe(202);
+          expect(a.body.accepted).toBe(spanCount(p));
+          for (const id of spanIds(p)) acceptedIds.add(id);
+        }),
+        { numRuns: 200, seed: 20261101 },
+      );
+      // Every run, however slow the machine: no time limit cuts the sample short.
+      expect(runs).toBe(200);
+    },
+    SLOW,
+  );
 
-  it('answers 400 naming the broken field when exactly one rule is broken', async () => {
-    const cases = fc.record({ p: payload, r: fc.nat({ max: RULES.length - 1 }) }).chain(({ p, r }) => {
-      const rule = RULES[r] as Rule;
-      return rule.breaker.map((b) => ({ p, rule: rule.rule, b }));
-    });
-    let runs = 0;
-    await fc.assert(
-      fc.asyncProperty(cases, async ({ p, rule, b }) => {
-        runs++;
-        const broken = structuredClone(p);
-        const path = b(broken);
-        const a = await post(broken);
-        expect(a.status, `${rule}: ${JSON.stringify(a.body).slice(0, 400)}`).toBe(400);
-        expect(typeof a.body.error).toBe('string');
-        expect(a.body.issues?.map((i) => i.path), rule).toContain(path);
-      }),
-      { numRuns: 400, seed: 20261102 },
-    );
-    expect(runs).toBe(400);
-  }, SLOW);
+  it(
+    'answers 400 naming the broken field when exactly one rule is broken',
+    async () => {
+      const cases = fc.record({ p: payload, r: fc.nat({ max: RULES.length - 1 }) }).chain(({ p, r }) => {
+        const rule = RULES[r] as Rule;
+        return rule.breaker.map((b) => ({ p, rule: rule.rule, b }));
+      });
+      let runs = 0;
+      await fc.assert(
+        fc.asyncProperty(cases, async ({ p, rule, b }) => {
+          runs++;
+          const broken = structuredClone(p);
+          const path = b(broken);
+          const a = await post(broken);
+          expect(a.status, `${rule}: ${JSON.stringify(a.body).slice(0, 400)}`).toBe(400);
+          expect(typeof a.body.error).toBe('string');
+          expect(
+            a.body.issues?.map((i) => i.path),
+            rule,
+          ).toContain(path);
+        }),
+        { numRuns: 400, seed: 20261102 },
+      );
+      expect(runs).toBe(400);
+    },
+    SLOW,
+  );
 
   it('breaks each rule at least once, whatever the sampling above drew', async () => {
     for (const [i, r] of RULES.entries()) {
@@ -484,7 +687,10 @@ describe('POST /ingest verdicts, generated from the v1 rules', () => {
       const path = (b as Breaker)(broken);
       const a = await post(broken);
       expect(a.status, `${r.rule}: ${JSON.stringify(a.body).slice(0, 300)}`).toBe(400);
-      expect(a.body.issues?.map((x) => x.path), r.rule).toContain(path);
+      expect(
+        a.body.issues?.map((x) => x.path),
+        r.rule,
+      ).toContain(path);
     }
   });
 
@@ -494,47 +700,65 @@ describe('POST /ingest verdicts, generated from the v1 rules', () => {
     expect({ stored: rows[0]?.n, deadLettered: deadLetterRows(t.dir) }).toEqual({ stored: acceptedIds.size, deadLettered: 0 });
   });
 
-  it('stores what was sent: ids, names, text and metadata round-trip', async () => {
-    let runs = 0;
-    await fc.assert(
-      fc.asyncProperty(payload, async (p) => {
-        const ids = spanIds(p);
-        fc.pre(new Set(ids).size === ids.length);
-        // A `__proto__` metadata key can be dropped: see the named test of that defect below.
-        fc.pre(!JSON.stringify(p).includes('"__proto__"'));
-        // Nor is a leading byte order mark kept: see the named test of that defect below.
-        fc.pre(!JSON.stringify(p).includes('"\uFEFF'));
-        runs++;
-        const { key: k, orgId: o } = await t.newKey();
-        const a = await post(p, k);
-        expect(a.status).toBe(202);
-        const rows = await t.spans(
-          'SELECT trace_id, span_id, name, input, trace_metadata_keys AS tk, trace_metadata_values AS tv, span_metadata_keys AS sk, span_metadata_values AS sv, ttft_ms FROM spans WHERE org_id = ?',
-          [o],
-        );
-        const project = (x: Obj): string => JSON.stringify(x);
-        const want: string[] = [];
-        for (const tr of p.traces as Obj[]) {
-          const tm = (tr.metadata ?? {}) as Obj;
-          for (const s of tr.spans as Obj[]) {
-            const sm = (s.metadata ?? {}) as Obj;
-            want.push(project({ trace_id: tr.traceId, span_id: s.spanId, name: s.name, input: s.input ?? '', tk: Object.keys(tm), tv: Object.values(tm), sk: Object.keys(sm), sv: Object.values(sm), ttft_ms: s.ttftMs ?? null }));
+  it(
+    'stores what was sent: ids, names, text and metadata round-trip',
+    async () => {
+      let runs = 0;
+      await fc.assert(
+        fc.asyncProperty(payload, async (p) => {
+          const ids = spanIds(p);
+          fc.pre(new Set(ids).size === ids.length);
+          // A `__proto__` metadata key can be dropped: see the named test of that defect below.
+          fc.pre(!JSON.stringify(p).includes('"__proto__"'));
+          // Nor is a leading byte order mark kept: see the named test of that defect below.
+          fc.pre(!JSON.stringify(p).includes('"\uFEFF'));
+          runs++;
+          const { key: k, orgId: o } = await t.newKey();
+          const a = await post(p, k);
+          expect(a.status).toBe(202);
+          const rows = await t.spans(
+            'SELECT trace_id, span_id, name, input, trace_metadata_keys AS tk, trace_metadata_values AS tv, span_metadata_keys AS sk, span_metadata_values AS sv, ttft_ms FROM spans WHERE org_id = ?',
+            [o],
+          );
+          const project = (x: Obj): string => JSON.stringify(x);
+          const want: string[] = [];
+          for (const tr of p.traces as Obj[]) {
+            const tm = (tr.metadata ?? {}) as Obj;
+            for (const s of tr.spans as Obj[]) {
+              const sm = (s.metadata ?? {}) as Obj;
+              want.push(
+                project({
+                  trace_id: tr.traceId,
+                  span_id: s.spanId,
+                  name: s.name,
+                  input: s.input ?? '',
+                  tk: Object.keys(tm),
+                  tv: Object.values(tm),
+                  sk: Object.keys(sm),
+                  sv: Object.values(sm),
+                  ttft_ms: s.ttftMs ?? null,
+                }),
+              );
+            }
           }
-        }
-        const got = rows.map((r) => project(r)).sort();
-        want.sort();
-        const diff = got.findIndex((g, i) => g !== want[i]);
-        const at = (a: string, b: string): number => [...a].findIndex((c, i) => c !== b[i]);
-        const g = got[diff] ?? '';
-        const w = want[diff] ?? '';
-        const c = at(g, w);
-        expect(diff === -1 ? '' : `stored ${JSON.stringify(g.slice(Math.max(0, c - 60), c + 60))}\nsent   ${JSON.stringify(w.slice(Math.max(0, c - 60), c + 60))}`).toBe('');
-        expect(got.length).toBe(want.length);
-      }),
-      { numRuns: 25, seed: 20261103 },
-    );
-    expect(runs).toBe(25);
-  }, SLOW);
+          const got = rows.map((r) => project(r)).sort();
+          want.sort();
+          const diff = got.findIndex((g, i) => g !== want[i]);
+          const at = (a: string, b: string): number => [...a].findIndex((c, i) => c !== b[i]);
+          const g = got[diff] ?? '';
+          const w = want[diff] ?? '';
+          const c = at(g, w);
+          expect(
+            diff === -1 ? '' : `stored ${JSON.stringify(g.slice(Math.max(0, c - 60), c + 60))}\nsent   ${JSON.stringify(w.slice(Math.max(0, c - 60), c + 60))}`,
+          ).toBe('');
+          expect(got.length).toBe(want.length);
+        }),
+        { numRuns: 25, seed: 20261103 },
+      );
+      expect(runs).toBe(25);
+    },
+    SLOW,
+  );
 });
 
 /**
@@ -552,7 +776,8 @@ describe('POST /ingest counter-examples', () => {
   });
   afterAll(async () => t.close());
 
-  const spanAt = (startTime: number) => makePayload({ traces: [makeTrace({ traceId: `at-${startTime}`, spans: [makeSpan({ startTime, endTime: startTime })] })] });
+  const spanAt = (startTime: number) =>
+    makePayload({ traces: [makeTrace({ traceId: `at-${startTime}`, spans: [makeSpan({ startTime, endTime: startTime })] })] });
 
   // Found: 2^53 - 1 ms was answered 500 (Date#toISOString throws past 8.64e15),
   // and a start after year 9999 was answered 202 and then dead-lettered (no
@@ -567,7 +792,8 @@ describe('POST /ingest counter-examples', () => {
   // Found: a lone surrogate ("\udc00") was accepted, then refused by DuckDB's
   // JSON reader and dead-lettered. The row encoder now stores U+FFFD in its place.
   it('stores an accepted span whose text holds a lone surrogate, as U+FFFD', async () => {
-    const raw = '{"version":"v1","traces":[{"traceId":"lone-surrogate","traceName":"a\\udc00b","spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2}]}]}';
+    const raw =
+      '{"version":"v1","traces":[{"traceId":"lone-surrogate","traceName":"a\\udc00b","spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2}]}]}';
     const res = await t.post(undefined, { key, raw });
     expect(res.status).toBe(202);
     const rows = await t.spans('SELECT trace_name FROM spans WHERE org_id = ? AND trace_id = ?', [orgId, 'lone-surrogate']);
@@ -610,8 +836,16 @@ describe('POST /ingest counter-examples', () => {
   it('keeps a "__proto__" metadata entry when the fast check accepts the batch', async () => {
     const res = await t.post(undefined, { key, raw: withMetadata('{"__proto__":"x","k":"v"}') });
     expect(res.status).toBe(202);
-    const rows = await t.spans('SELECT trace_metadata_keys AS k, trace_metadata_values AS v FROM spans WHERE org_id = ? AND trace_id = ?', [orgId, 'meta-25-1']);
-    expect(rows.map((r) => [r.k, r.v])).toEqual([[['__proto__', 'k'], ['x', 'v']]]);
+    const rows = await t.spans('SELECT trace_metadata_keys AS k, trace_metadata_values AS v FROM spans WHERE org_id = ? AND trace_id = ?', [
+      orgId,
+      'meta-25-1',
+    ]);
+    expect(rows.map((r) => [r.k, r.v])).toEqual([
+      [
+        ['__proto__', 'k'],
+        ['x', 'v'],
+      ],
+    ]);
     expect(({} as Obj).x).toBeUndefined();
   });
 
@@ -633,7 +867,7 @@ describe('POST /ingest counter-examples', () => {
     const res = await t.post(makePayload({ traces: [makeTrace({ traceId, traceName: 'bom', spans })] }), { key });
     expect(res.status).toBe(202);
     const rows = await t.spans(
-      "SELECT length(name) AS n, unicode(name) AS first, name = input AS same, span_metadata_values[1] = name AS meta FROM spans WHERE org_id = ? AND trace_id = ? ORDER BY span_id",
+      'SELECT length(name) AS n, unicode(name) AS first, name = input AS same, span_metadata_values[1] = name AS meta FROM spans WHERE org_id = ? AND trace_id = ? ORDER BY span_id',
       [orgId, traceId],
     );
     expect(rows.map((r) => [Number(r.n), Number(r.first), r.same, r.meta])).toEqual(texts.map((x) => [x.length, x.codePointAt(0), true, true]));

@@ -70,7 +70,10 @@ describe('Redis-shared limits', () => {
     const prefix = `${PREFIX}:${seq++}`;
     const a = new RedisRateLimiter(await client(), { keyPrefix: prefix });
     const b = new RedisRateLimiter(await client(), { keyPrefix: prefix });
-    closers.push(() => a.close(), () => b.close());
+    closers.push(
+      () => a.close(),
+      () => b.close(),
+    );
     const rps = 6;
     const started = Date.now();
     const results = await Promise.allSettled(Array.from({ length: rps + 1 }, (_, i) => (i % 2 === 0 ? a : b).consume('key_shared', rps)));
@@ -90,7 +93,10 @@ describe('Redis-shared limits', () => {
     const prefix = `${PREFIX}:${seq++}`;
     const a = new RedisRateLimiter(await client(), { keyPrefix: prefix });
     const b = new RedisRateLimiter(await client(), { keyPrefix: prefix });
-    closers.push(() => a.close(), () => b.close());
+    closers.push(
+      () => a.close(),
+      () => b.close(),
+    );
     await a.consume('k', 1);
     await expect(b.consume('k', 1)).rejects.toBeInstanceOf(RateLimitedError);
     await new Promise((r) => setTimeout(r, 1100));
@@ -104,7 +110,10 @@ describe('Redis-shared limits', () => {
     const org = await storeA.createOrg({ name: 'acme' });
     const a = new RedisQuotaCounter(await client(), storeA, { keyPrefix: prefix });
     const b = new RedisQuotaCounter(await client(), storeB, { keyPrefix: prefix });
-    closers.push(() => a.close(), () => b.close());
+    closers.push(
+      () => a.close(),
+      () => b.close(),
+    );
     const adds = Array.from({ length: 150 }, (_, i) => [a.add(org.id, 1 + (i % 4), NOW), b.add(org.id, 2, NOW)]).flat();
     await Promise.all(adds);
     const expected = Array.from({ length: 150 }, (_, i) => 1 + (i % 4) + 2).reduce((x, y) => x + y, 0);
@@ -156,8 +165,14 @@ describe('Redis-shared limits', () => {
     for (const r of replicas) closers.push(() => r.close());
     await Promise.all(replicas.map((r) => r.start()));
     const org = await replicas[0]!.createOrg({ name: 'acme' });
-    const [a, b] = (await Promise.all(replicas.map(async (r) => new RedisQuotaCounter(await client(), r, { keyPrefix: prefix })))) as [RedisQuotaCounter, RedisQuotaCounter];
-    closers.push(() => a.close(), () => b.close());
+    const [a, b] = (await Promise.all(replicas.map(async (r) => new RedisQuotaCounter(await client(), r, { keyPrefix: prefix })))) as [
+      RedisQuotaCounter,
+      RedisQuotaCounter,
+    ];
+    closers.push(
+      () => a.close(),
+      () => b.close(),
+    );
     const key = a.usageKey(org.id, MONTH);
     const round = async (): Promise<void> => {
       await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? a : b).add(org.id, 3, NOW)));
@@ -182,7 +197,10 @@ describe('Redis-shared limits', () => {
     const errors: unknown[] = [];
     const limiter = new RedisRateLimiter('redis://127.0.0.1:1', { keyPrefix: PREFIX });
     const quota = new RedisQuotaCounter('redis://127.0.0.1:1', store, { keyPrefix: PREFIX, onRedisError: (e) => errors.push(e) });
-    closers.push(() => limiter.close(), () => quota.close());
+    closers.push(
+      () => limiter.close(),
+      () => quota.close(),
+    );
     const t0 = performance.now();
     const limited = await limiter.consume('k', 10).catch((e: unknown) => e);
     const checked = await quota.check(org.id, 10, NOW).catch((e: unknown) => e);

@@ -14,7 +14,13 @@ const at = { startTime: NOON, endTime: NOON + 100 };
 /** A known mix; expected figures are computed by hand from list prices. */
 function batches() {
   const s1 = makeSpan({ spanId: 's1', ...at, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 1000, cachedInputTokens: 2000, outputTokens: 500 } });
-  const s2 = makeSpan({ spanId: 's2', ...at, provider: 'anthropic', modelId: 'claude-sonnet-4-20250514', usage: { inputTokens: 2000, cacheWriteInputTokens: 1000, cachedInputTokens: 4000, outputTokens: 1000 } });
+  const s2 = makeSpan({
+    spanId: 's2',
+    ...at,
+    provider: 'anthropic',
+    modelId: 'claude-sonnet-4-20250514',
+    usage: { inputTokens: 2000, cacheWriteInputTokens: 1000, cachedInputTokens: 4000, outputTokens: 1000 },
+  });
   const s3 = makeSpan({ spanId: 's3', ...at, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 100_000, outputTokens: 10_000 } });
   const s4 = makeSpan({ spanId: 's4', ...at, modelId: 'ghost', usage: { inputTokens: 5 } });
   const t1 = makeTrace({ traceId: 'r1', customer: { id: 'c1' }, spans: [s1, s2] });
@@ -22,7 +28,10 @@ function batches() {
   return [
     { version: 'v1' as const, traces: [t1, t2] },
     // Re-sent: must not count twice.
-    { version: 'v1' as const, traces: [makeTrace({ traceId: 'r1', customer: { id: 'c1' }, spans: [s1] }), makeTrace({ traceId: 'r2', customer: { id: 'c2' }, spans: [s3] })] },
+    {
+      version: 'v1' as const,
+      traces: [makeTrace({ traceId: 'r1', customer: { id: 'c1' }, spans: [s1] }), makeTrace({ traceId: 'r2', customer: { id: 'c2' }, spans: [s3] })],
+    },
   ];
 }
 
@@ -54,8 +63,18 @@ for (const store of ['duckdb', 'clickhouse'] as const) {
         ['c2', 2, 1, '0.35'],
         ['c1', 2, 0, '0.03595'],
       ]);
-      expect(rows.find((r) => r.group === 'c1')?.costs).toMatchObject({ input_cost: '0.0085', cached_input_cost: '0.0037', cache_write_input_cost: '0.00375', output_cost: '0.02' });
-      expect(rows.find((r) => r.group === 'c1')?.tokens).toMatchObject({ input_tokens: 3000, cached_input_tokens: 6000, cache_write_input_tokens: 1000, output_tokens: 1500 });
+      expect(rows.find((r) => r.group === 'c1')?.costs).toMatchObject({
+        input_cost: '0.0085',
+        cached_input_cost: '0.0037',
+        cache_write_input_cost: '0.00375',
+        output_cost: '0.02',
+      });
+      expect(rows.find((r) => r.group === 'c1')?.tokens).toMatchObject({
+        input_tokens: 3000,
+        cached_input_tokens: 6000,
+        cache_write_input_tokens: 1000,
+        output_tokens: 1500,
+      });
     });
 
     it('reports by model, for one customer, and for a date range', async () => {

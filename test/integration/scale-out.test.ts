@@ -50,7 +50,10 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
   const startReplica = async (dir: string) => startChildServer({ ...env, DATA_DIR: dir });
   const post = (r: ChildServer, key: string, body: unknown) =>
     fetch(`${r.url}/ingest`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
-  const batch = (traceId: string, n: number) => ({ version: 'v1', traces: [makeTrace({ traceId, spans: Array.from({ length: n }, (_, i) => makeSpan({ spanId: `s${i}` })) })] });
+  const batch = (traceId: string, n: number) => ({
+    version: 'v1',
+    traces: [makeTrace({ traceId, spans: Array.from({ length: n }, (_, i) => makeSpan({ spanId: `s${i}` })) })],
+  });
 
   beforeAll(async () => {
     env.CLICKHOUSE_URL = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_scale_${id}`;
@@ -160,7 +163,10 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
       expect(await r.exited).toBe(0);
       replicas[i] = await startReplica(dirs[i] as string);
     }
-    const rows = await spans.query("SELECT concat(trace_id, '/', span_id) AS id, count() AS copies FROM spans FINAL WHERE org_id = ? AND trace_id LIKE 'load-%' GROUP BY id", [org?.id]);
+    const rows = await spans.query(
+      "SELECT concat(trace_id, '/', span_id) AS id, count() AS copies FROM spans FINAL WHERE org_id = ? AND trace_id LIKE 'load-%' GROUP BY id",
+      [org?.id],
+    );
     expect(rows.filter((r) => Number(r.copies) !== 1)).toEqual([]);
     const stored = new Set(rows.map((r) => String(r.id)));
     expect([...acked].filter((x) => !stored.has(x))).toEqual([]);

@@ -37,7 +37,14 @@ function bulkTrace(traceId: string, spans: number, input = ''): TraceV1 {
   return {
     traceId,
     traceName: 'bulk',
-    spans: Array.from({ length: spans }, (_, i) => ({ spanId: `s${i}`, spanType: 'tool' as const, name: `step ${i}`, startTime: t0, endTime: t0 + 1, ...(input === '' ? {} : { input }) })),
+    spans: Array.from({ length: spans }, (_, i) => ({
+      spanId: `s${i}`,
+      spanType: 'tool' as const,
+      name: `step ${i}`,
+      startTime: t0,
+      endTime: t0 + 1,
+      ...(input === '' ? {} : { input }),
+    })),
   };
 }
 
@@ -56,11 +63,27 @@ describe('SDK against the real server', () => {
   it('records nested spans whose mapped usage is priced exactly as the README says', async () => {
     const { key } = await t.newKey();
     const { c, errors, requests } = client(t, key);
-    const trace = c.startTrace({ name: 'support-reply', agent: 'helper', workflow: 'tickets', session: 'sess-1', customer: { id: 'cust-9', name: 'Acme' }, metadata: { plan: 'pro' } });
+    const trace = c.startTrace({
+      name: 'support-reply',
+      agent: 'helper',
+      workflow: 'tickets',
+      session: 'sess-1',
+      customer: { id: 'cust-9', name: 'Acme' },
+      metadata: { plan: 'pro' },
+    });
     const root = trace.startSpan({ name: 'answer', type: 'agent' });
     const o4 = root.startSpan({ name: 'draft', provider: 'openai', model: 'o4-mini', input: 'hello' });
     // The README's OpenAI example: 2,000 prompt tokens (1,500 cached), 800 completion (500 reasoning).
-    o4.end({ output: 'hi', usage: openaiChatUsage({ prompt_tokens: 2000, completion_tokens: 800, total_tokens: 2800, prompt_tokens_details: { cached_tokens: 1500 }, completion_tokens_details: { reasoning_tokens: 500 } }) });
+    o4.end({
+      output: 'hi',
+      usage: openaiChatUsage({
+        prompt_tokens: 2000,
+        completion_tokens: 800,
+        total_tokens: 2800,
+        prompt_tokens_details: { cached_tokens: 1500 },
+        completion_tokens_details: { reasoning_tokens: 500 },
+      }),
+    });
     const sonnet = root.startSpan({ name: 'polish', provider: 'anthropic', model: 'claude-sonnet-4' });
     sonnet.end({ usage: anthropicUsage({ input_tokens: 1000, cache_read_input_tokens: 10000, cache_creation_input_tokens: 2000, output_tokens: 500 }) });
     root.end();
@@ -74,10 +97,34 @@ describe('SDK against the real server', () => {
       [trace.traceId],
     );
     const byName = new Map(rows.map((r) => [r['span_id'] === root.spanId ? 'root' : r['span_id'] === o4.spanId ? 'o4' : 'sonnet', r]));
-    expect(byName.get('root')).toMatchObject({ parent_span_id: '', span_type: 'agent', trace_name: 'support-reply', agent_name: 'helper', workflow_name: 'tickets', session_id: 'sess-1', customer_id: 'cust-9', customer_name: 'Acme' });
+    expect(byName.get('root')).toMatchObject({
+      parent_span_id: '',
+      span_type: 'agent',
+      trace_name: 'support-reply',
+      agent_name: 'helper',
+      workflow_name: 'tickets',
+      session_id: 'sess-1',
+      customer_id: 'cust-9',
+      customer_name: 'Acme',
+    });
     expect(String(byName.get('root')?.['workflow_run_id'])).toMatch(/^[0-9a-f]{32}$/);
-    expect(byName.get('o4')).toMatchObject({ parent_span_id: root.spanId, span_type: 'llm', input_tokens: 500, cached_input_tokens: 1500, output_tokens: 300, reasoning_tokens: 500, total: '0.004482500000000000' });
-    expect(byName.get('sonnet')).toMatchObject({ parent_span_id: root.spanId, input_tokens: 1000, cached_input_tokens: 10000, cache_write_input_tokens: 2000, output_tokens: 500, total: '0.021000000000000000' });
+    expect(byName.get('o4')).toMatchObject({
+      parent_span_id: root.spanId,
+      span_type: 'llm',
+      input_tokens: 500,
+      cached_input_tokens: 1500,
+      output_tokens: 300,
+      reasoning_tokens: 500,
+      total: '0.004482500000000000',
+    });
+    expect(byName.get('sonnet')).toMatchObject({
+      parent_span_id: root.spanId,
+      input_tokens: 1000,
+      cached_input_tokens: 10000,
+      cache_write_input_tokens: 2000,
+      output_tokens: 500,
+      total: '0.021000000000000000',
+    });
   });
 
   it('sends gzip bodies, one request at a time', async () => {
@@ -256,7 +303,9 @@ describe('SDK across a server outage', () => {
     gc();
     const grown = process.memoryUsage().heapUsed - before;
     const s = c.getStats();
-    console.log(`SDK queue while the server is down: ${total} spans of ~1.1 KB ended, ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped; heap grew ${(grown / 1048576).toFixed(1)} MiB (queue bound ${maxQueueBytes / 1048576} MiB)`);
+    console.log(
+      `SDK queue while the server is down: ${total} spans of ~1.1 KB ended, ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped; heap grew ${(grown / 1048576).toFixed(1)} MiB (queue bound ${maxQueueBytes / 1048576} MiB)`,
+    );
     expect(s.queued).toBeLessThanOrEqual(5_000);
     expect(s.queued + s.inFlight + s.dropped).toBe(total);
     // Bounded by the queue (4 MiB of JSON, twice that as UTF-16 strings) plus one batch in flight, not by 100,000 spans (~110 MB).
@@ -277,8 +326,11 @@ describe('SDK in a Node process that exits without flushing', () => {
       for (let i = 0; i < 7; i++) trace.startSpan({ name: 's' + i }).end();
     `;
     await new Promise<void>((resolve, reject) => {
-      execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: root, env: { ...process.env, TRACE_INGEST_URL: t.url, TRACE_INGEST_API_KEY: key }, timeout: 20_000 }, (err, _out, stderr) =>
-        err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(),
+      execFile(
+        process.execPath,
+        ['--input-type=module', '-e', script],
+        { cwd: root, env: { ...process.env, TRACE_INGEST_URL: t.url, TRACE_INGEST_API_KEY: key }, timeout: 20_000 },
+        (err, _out, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve()),
       );
     });
     expect(await count(t, 'exit-hook')).toBe(7);

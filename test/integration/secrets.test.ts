@@ -63,7 +63,15 @@ describe('secrets: API keys never leave the key holder', () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-secrets-'));
     logFile = path.join(dir, 'server.log');
-    const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, DRAIN_GRACE_MS: '0', FLUSH_INTERVAL_MS: '60000', INGEST_MAX_BODY_BYTES: String(LIMIT), LOG_LEVEL: 'trace' });
+    const config = loadConfig({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: dir,
+      DRAIN_GRACE_MS: '0',
+      FLUSH_INTERVAL_MS: '60000',
+      INGEST_MAX_BODY_BYTES: String(LIMIT),
+      LOG_LEVEL: 'trace',
+    });
     // No redaction on purpose: the test proves no code path logs a key, not that a filter hides it.
     logger = pino({ level: 'trace' }, pino.destination({ dest: logFile, sync: true }));
     keys = new SqliteKeyStore(config.sqliteFile);
@@ -89,7 +97,10 @@ describe('secrets: API keys never leave the key holder', () => {
     };
     await expectStatus('good, bearer', 202, { headers: { authorization: `Bearer ${good.key}` }, body: body() });
     await expectStatus('good, x-api-key', 202, { headers: { 'x-api-key': good.key }, body: body() });
-    await expectStatus('good, gzip', 202, { headers: { authorization: `Bearer ${good.key}`, 'content-encoding': 'gzip' }, body: (await import('node:zlib')).gzipSync(body()) });
+    await expectStatus('good, gzip', 202, {
+      headers: { authorization: `Bearer ${good.key}`, 'content-encoding': 'gzip' },
+      body: (await import('node:zlib')).gzipSync(body()),
+    });
 
     const unknown = generateApiKey();
     used.add(unknown);
@@ -100,7 +111,10 @@ describe('secrets: API keys never leave the key holder', () => {
     await expectStatus('malformed key', 401, { headers: { authorization: `Bearer ${malformed}` }, body: body() });
     await expectStatus('two different keys', 401, { headers: { authorization: `Bearer ${good.key}`, 'x-api-key': other.key }, body: body() });
     await expectStatus('key in the query string only', 401, { path: `/ingest?api_key=${good.key}`, body: body() });
-    await expectStatus('key as a Basic credential', 401, { headers: { authorization: `Basic ${Buffer.from(`u:${good.key}`).toString('base64')}` }, body: body() });
+    await expectStatus('key as a Basic credential', 401, {
+      headers: { authorization: `Basic ${Buffer.from(`u:${good.key}`).toString('base64')}` },
+      body: body(),
+    });
 
     const revoked = await newKey('org-a');
     await expectStatus('before revoking', 202, { headers: { authorization: `Bearer ${revoked.key}` }, body: body() });
@@ -111,7 +125,10 @@ describe('secrets: API keys never leave the key holder', () => {
     await expectStatus('400 not JSON', 400, { headers: { authorization: `Bearer ${good.key}` }, body: '{"version":' });
     await expectStatus('400 schema', 400, { headers: { authorization: `Bearer ${good.key}` }, body: JSON.stringify({ version: 'v1', traces: [] }) });
     // A client that puts its own key in a field of the payload gets it named in nothing but its own answer's paths; the value is never echoed.
-    await expectStatus('400 with the key as a value', 400, { headers: { authorization: `Bearer ${good.key}` }, body: JSON.stringify({ version: good.key, traces: [] }) });
+    await expectStatus('400 with the key as a value', 400, {
+      headers: { authorization: `Bearer ${good.key}` },
+      body: JSON.stringify({ version: good.key, traces: [] }),
+    });
     await expectStatus('400 content type', 400, { headers: { authorization: `Bearer ${good.key}`, 'content-type': 'text/plain' }, body: body() });
 
     const limited = await newKey('org-rate', 'one-rps');
@@ -216,12 +233,24 @@ describe('secrets: API keys never leave the key holder', () => {
     it('writes rows only under the org of the key, whatever ids or metadata the payload carries', async () => {
       // org B writes first; then org A sends the same trace and span ids, and metadata naming B.
       const ids = { traceId: 'shared-trace', spanId: 'shared-span' };
-      const sB = await post(other.key, makePayload({ traces: [makeTrace({ traceId: ids.traceId, traceName: 'from B', spans: [makeSpan({ spanId: ids.spanId, name: 'B' })] })] }));
+      const sB = await post(
+        other.key,
+        makePayload({ traces: [makeTrace({ traceId: ids.traceId, traceName: 'from B', spans: [makeSpan({ spanId: ids.spanId, name: 'B' })] })] }),
+      );
       expect(sB.status).toBe(202);
       const usageBefore = await keys.getMonthUsage(other.orgId, new Date().toISOString().slice(0, 7));
       const sA = await post(
         good.key,
-        makePayload({ traces: [makeTrace({ traceId: ids.traceId, traceName: 'from A', metadata: orgFields(other.orgId), spans: [makeSpan({ spanId: ids.spanId, name: 'A', metadata: orgFields(other.orgId) })] })] }),
+        makePayload({
+          traces: [
+            makeTrace({
+              traceId: ids.traceId,
+              traceName: 'from A',
+              metadata: orgFields(other.orgId),
+              spans: [makeSpan({ spanId: ids.spanId, name: 'A', metadata: orgFields(other.orgId) })],
+            }),
+          ],
+        }),
       );
       expect(sA.status).toBe(202);
       await server.flush();

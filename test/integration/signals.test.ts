@@ -91,7 +91,10 @@ async function startGroup(launch: Launch, env: Record<string, string>): Promise<
 }
 
 function batch(traceId: string, spans: number): string {
-  return JSON.stringify({ version: 'v1', traces: [makeTrace({ traceId, spans: Array.from({ length: spans }, (_, i) => makeSpan({ spanId: `${traceId}-s${i}` })) })] });
+  return JSON.stringify({
+    version: 'v1',
+    traces: [makeTrace({ traceId, spans: Array.from({ length: spans }, (_, i) => makeSpan({ spanId: `${traceId}-s${i}` })) })],
+  });
 }
 
 function post(url: string, key: string, body: string): Promise<Response> {

@@ -42,15 +42,12 @@ describe('npm run test:fresh where it cannot install', () => {
     expect(r.stdout).not.toContain('running npm test');
   });
 
-  it.runIf(process.getuid?.() === 0 && SETPRIV !== '')(
-    'not root and no sudo: one line with the apt-get command to run',
-    () => {
-      const r = run(barePath(['apt-get']), true);
-      expect(r.status).toBe(1);
-      const lines = r.stderr.trim().split('\n');
-      expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/^test:fresh: missing .*chromium.*: run as root, or install them first: sudo apt-get install -y .*chromium/);
-      expect(r.stdout).not.toContain('running npm test');
-    },
-  );
+  it.runIf(process.getuid?.() === 0 && SETPRIV !== '')('not root and no sudo: one line with the apt-get command to run', () => {
+    const r = run(barePath(['apt-get']), true);
+    expect(r.status).toBe(1);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^test:fresh: missing .*chromium.*: run as root, or install them first: sudo apt-get install -y .*chromium/);
+    expect(r.stdout).not.toContain('running npm test');
+  });
 });

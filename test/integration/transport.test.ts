@@ -105,7 +105,10 @@ describe('POST /ingest transport (raw HTTP/1.1)', () => {
   let port: number;
   let key: string;
   const bearer = (k: string) => ({ authorization: `Bearer ${k}` });
-  const batch = (spans = 1, traceId?: string): string => JSON.stringify(makePayload({ traces: [makeTrace({ ...(traceId === undefined ? {} : { traceId }), spans: Array.from({ length: spans }, () => makeSpan()) })] }));
+  const batch = (spans = 1, traceId?: string): string =>
+    JSON.stringify(
+      makePayload({ traces: [makeTrace({ ...(traceId === undefined ? {} : { traceId }), spans: Array.from({ length: spans }, () => makeSpan()) })] }),
+    );
   const healthy = async (): Promise<boolean> => (await fetch(`${t.url}/healthz`)).ok;
 
   beforeAll(async () => {
@@ -247,7 +250,9 @@ describe('POST /ingest transport (raw HTTP/1.1)', () => {
 
     it('answers 413 to a chunked body that grows past the limit and closes the connection', async () => {
       const c = new RawConnection(port);
-      c.write(`POST /ingest HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ntransfer-encoding: chunked\r\n\r\n`);
+      c.write(
+        `POST /ingest HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ntransfer-encoding: chunked\r\n\r\n`,
+      );
       const chunk = 'a'.repeat(16 * 1024);
       for (let i = 0; i < 6 && !c.isClosed; i++) c.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
       const r = await c.response();
@@ -308,7 +313,10 @@ describe('POST /ingest transport (raw HTTP/1.1)', () => {
     };
     const start = () => {
       slowHeaders ??= trickle('POST /ingest HTTP/1.1\r\nhost: localhost\r\nx-slow: ', 'a');
-      slowBody ??= trickle(`POST /ingest HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ncontent-length: 1000\r\n\r\n`, ' ');
+      slowBody ??= trickle(
+        `POST /ingest HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nauthorization: Bearer ${key}\r\ncontent-length: 1000\r\n\r\n`,
+        ' ',
+      );
       return Promise.all([slowHeaders, slowBody]);
     };
 

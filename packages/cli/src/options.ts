@@ -5,7 +5,19 @@ import { UsageError } from '@trace-ingest/shared/errors';
 export function parseOptions<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
   const r = schema.safeParse(raw);
   if (r.success) return r.data;
-  const msg = r.error.issues.map((i) => `${i.path.length > 0 ? `--${i.path.map(String).join('.').replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}` : 'input'}: ${i.message}`).join('; ');
+  const msg = r.error.issues
+    .map(
+      (i) =>
+        `${
+          i.path.length > 0
+            ? `--${i.path
+                .map(String)
+                .join('.')
+                .replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`
+            : 'input'
+        }: ${i.message}`,
+    )
+    .join('; ');
   throw new UsageError(msg);
 }
 

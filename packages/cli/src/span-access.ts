@@ -17,22 +17,25 @@ export interface SpanAccess {
 function request<T>(socketPath: string, method: string, path: string, body?: unknown): Promise<T> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ socketPath, method, path, headers: data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          reject(new Error(`the server's admin socket answered ${res.statusCode ?? '?'} with non-JSON`));
-          return;
-        }
-        if ((res.statusCode ?? 500) >= 400) reject(new UsageError((parsed as { error?: string }).error ?? `admin request failed (${res.statusCode})`));
-        else resolve(parsed as T);
-      });
-    });
+    const req = http.request(
+      { socketPath, method, path, headers: data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            reject(new Error(`the server's admin socket answered ${res.statusCode ?? '?'} with non-JSON`));
+            return;
+          }
+          if ((res.statusCode ?? 500) >= 400) reject(new UsageError((parsed as { error?: string }).error ?? `admin request failed (${res.statusCode})`));
+          else resolve(parsed as T);
+        });
+      },
+    );
     req.setTimeout(600_000, () => req.destroy(new Error('admin request timed out')));
     req.on('error', reject);
     if (data !== undefined) req.write(data);
@@ -92,7 +95,9 @@ export async function openSpanAccess(ctx: CliContext): Promise<SpanAccess> {
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     if (/lock/i.test(msg)) {
-      throw new UsageError(`the span store ${ctx.config.duckdbFile} is held by another process and no server answers on ${ctx.config.adminSocket}; run this on the server's machine with the same DATA_DIR, or stop the other process`);
+      throw new UsageError(
+        `the span store ${ctx.config.duckdbFile} is held by another process and no server answers on ${ctx.config.adminSocket}; run this on the server's machine with the same DATA_DIR, or stop the other process`,
+      );
     }
     throw e;
   }

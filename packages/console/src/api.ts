@@ -19,7 +19,10 @@ export const token = {
 
 export async function getJson<T>(path: string, params: Record<string, string | undefined> = {}): Promise<T> {
   const qs = new URLSearchParams(Object.entries(params).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''));
-  const res = await fetch(`api/${path}${qs.size > 0 ? `?${qs.toString()}` : ''}`, { headers: { authorization: `Bearer ${token.get() ?? ''}` }, cache: 'no-store' });
+  const res = await fetch(`api/${path}${qs.size > 0 ? `?${qs.toString()}` : ''}`, {
+    headers: { authorization: `Bearer ${token.get() ?? ''}` },
+    cache: 'no-store',
+  });
   const body = (await res.json().catch(() => ({}))) as { error?: string };
   if (!res.ok) throw new ApiError(res.status, body.error ?? `request failed (${res.status})`);
   return body as T;

@@ -15,7 +15,13 @@ export interface StackedSeries {
 }
 
 /** Bars per day stacked by model. */
-export function stackedBars(canvas: HTMLCanvasElement, labels: string[], series: StackedSeries[], unit: (exact: string) => string, counts = false): Chart<'bar'> {
+export function stackedBars(
+  canvas: HTMLCanvasElement,
+  labels: string[],
+  series: StackedSeries[],
+  unit: (exact: string) => string,
+  counts = false,
+): Chart<'bar'> {
   return new Chart(canvas, {
     type: 'bar',
     data: {

@@ -29,7 +29,11 @@ let orgs: Org[] = [];
 function route(): { name: string; arg?: string; params: URLSearchParams } {
   const [path = '', query = ''] = location.hash.replace(/^#\/?/, '').split('?');
   const [name = 'overview', ...rest] = path.split('/');
-  return { name: PAGES[name] === undefined ? 'overview' : name, ...(rest.length > 0 ? { arg: decodeURIComponent(rest.join('/')) } : {}), params: new URLSearchParams(query) };
+  return {
+    name: PAGES[name] === undefined ? 'overview' : name,
+    ...(rest.length > 0 ? { arg: decodeURIComponent(rest.join('/')) } : {}),
+    params: new URLSearchParams(query),
+  };
 }
 
 function go(name: string, params: Record<string, string>, arg?: string): void {
@@ -72,7 +76,9 @@ async function start(): Promise<void> {
     orgs = (await getJson<{ orgs: Org[] }>('orgs')).orgs;
   } catch (e) {
     token.clear();
-    login(e instanceof ApiError && e.status === 401 ? `Refused: ${e.message}` : `Could not reach the console API: ${e instanceof Error ? e.message : String(e)}`);
+    login(
+      e instanceof ApiError && e.status === 401 ? `Refused: ${e.message}` : `Could not reach the console API: ${e instanceof Error ? e.message : String(e)}`,
+    );
     return;
   }
   await render();
@@ -84,7 +90,15 @@ async function render(): Promise<void> {
   const p: PageParams = { org, from: r.params.get('from') ?? monthStart(), to: r.params.get('to') ?? today(), ...(r.arg === undefined ? {} : { arg: r.arg }) };
   const params = { org: p.org, from: p.from, to: p.to };
 
-  const orgSelect = h('select', { 'aria-label': 'org', name: 'org', onchange: (e: Event) => go(r.name === 'trace' ? 'traces' : r.name, { ...params, org: (e.target as HTMLSelectElement).value }) }, ...orgs.map((o) => h('option', { value: o.name, selected: o.name === org }, o.name)));
+  const orgSelect = h(
+    'select',
+    {
+      'aria-label': 'org',
+      name: 'org',
+      onchange: (e: Event) => go(r.name === 'trace' ? 'traces' : r.name, { ...params, org: (e.target as HTMLSelectElement).value }),
+    },
+    ...orgs.map((o) => h('option', { value: o.name, selected: o.name === org }, o.name)),
+  );
   const fromInput = h('input', { type: 'date', name: 'from', value: p.from, 'aria-label': 'from' });
   const toInput = h('input', { type: 'date', name: 'to', value: p.to, 'aria-label': 'to (inclusive)' });
   const rangeForm = h(
@@ -106,11 +120,25 @@ async function render(): Promise<void> {
     {},
     ...Object.entries(PAGES)
       .filter(([, v]) => v.nav)
-      .map(([k, v]) => h('a', { href: `#/${k}?${new URLSearchParams(params).toString()}`, class: k === r.name || (k === 'traces' && r.name === 'trace') ? 'active' : undefined, 'data-nav': k }, v.title)),
+      .map(([k, v]) =>
+        h(
+          'a',
+          {
+            href: `#/${k}?${new URLSearchParams(params).toString()}`,
+            class: k === r.name || (k === 'traces' && r.name === 'trace') ? 'active' : undefined,
+            'data-nav': k,
+          },
+          v.title,
+        ),
+      ),
   );
   const signOut = h('button', { type: 'button', class: 'link', onclick: () => (token.clear(), login()) }, 'Sign out');
   const main = h('main', { 'aria-busy': 'true' }, h('p', { class: 'muted pad' }, 'Loading…'));
-  root.replaceChildren(h('header', { class: 'top' }, h('div', { class: 'brand' }, 'trace-ingest ', h('span', { class: 'muted' }, 'cost console')), orgSelect, rangeForm, signOut), nav, main);
+  root.replaceChildren(
+    h('header', { class: 'top' }, h('div', { class: 'brand' }, 'trace-ingest ', h('span', { class: 'muted' }, 'cost console')), orgSelect, rangeForm, signOut),
+    nav,
+    main,
+  );
   document.title = `${PAGES[r.name]?.title ?? ''} · ${org} · trace-ingest`;
 
   cleanup?.();

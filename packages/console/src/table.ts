@@ -48,7 +48,8 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
       rows.sort((a, b) => dir * compare(col.kind, col.value(a), col.value(b)));
     }
     tbody.replaceChildren(...rows.map((r) => row(r, false)), ...(spec.total === undefined || spec.rows.length === 0 ? [] : [row(spec.total, true)]));
-    for (const th of headRow.children) th.setAttribute('aria-sort', th.getAttribute('data-col') === sort?.key ? (sort.desc ? 'descending' : 'ascending') : 'none');
+    for (const th of headRow.children)
+      th.setAttribute('aria-sort', th.getAttribute('data-col') === sort?.key ? (sort.desc ? 'descending' : 'ascending') : 'none');
   };
   const row = (r: R, isTotal: boolean) =>
     h(
@@ -56,28 +57,59 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
       { 'data-key': isTotal ? 'TOTAL' : spec.rowKey(r), class: isTotal ? 'total' : undefined },
       ...spec.columns.map((c) => {
         const v = c.value(r);
-        const content = c.cell !== undefined ? (isTotal ? '' : c.cell(r)) : c.kind === 'money' ? usd(String(v)) : c.kind === 'int' && typeof v === 'number' ? int(v) : String(v);
-        return h('td', { 'data-col': c.key, 'data-value': String(v), class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined }, content);
+        const content =
+          c.cell !== undefined
+            ? isTotal
+              ? ''
+              : c.cell(r)
+            : c.kind === 'money'
+              ? usd(String(v))
+              : c.kind === 'int' && typeof v === 'number'
+                ? int(v)
+                : String(v);
+        return h(
+          'td',
+          {
+            'data-col': c.key,
+            'data-value': String(v),
+            class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined,
+          },
+          content,
+        );
       }),
     );
   for (const c of spec.columns) {
-    const th = h('th', { 'data-col': c.key, scope: 'col', class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined });
-    const btn = h('button', {
-      type: 'button',
-      onclick: () => {
-        sort = { key: c.key, desc: sort?.key === c.key ? !sort.desc : c.kind !== 'text' };
-        render();
+    const th = h('th', {
+      'data-col': c.key,
+      scope: 'col',
+      class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined,
+    });
+    const btn = h(
+      'button',
+      {
+        type: 'button',
+        onclick: () => {
+          sort = { key: c.key, desc: sort?.key === c.key ? !sort.desc : c.kind !== 'text' };
+          render();
+        },
       },
-    }, c.label);
+      c.label,
+    );
     th.append(btn);
     headRow.append(th);
   }
   render();
-  const exportBtn = h('button', { type: 'button', class: 'csv', 'data-csv': spec.name, onclick: () => download(spec.csv.filename, toCsv(spec.csv.records())) }, 'Export CSV');
+  const exportBtn = h(
+    'button',
+    { type: 'button', class: 'csv', 'data-csv': spec.name, onclick: () => download(spec.csv.filename, toCsv(spec.csv.records())) },
+    'Export CSV',
+  );
   return h(
     'section',
     { class: 'card', 'data-table': spec.name },
     h('header', { class: 'card-head' }, h('h2', {}, spec.title), exportBtn),
-    spec.rows.length === 0 ? h('p', { class: 'muted' }, spec.empty ?? 'No spans in this range.') : h('div', { class: 'scroll' }, h('table', {}, h('thead', {}, headRow), tbody)),
+    spec.rows.length === 0
+      ? h('p', { class: 'muted' }, spec.empty ?? 'No spans in this range.')
+      : h('div', { class: 'scroll' }, h('table', {}, h('thead', {}, headRow), tbody)),
   );
 }

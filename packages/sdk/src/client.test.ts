@@ -25,7 +25,11 @@ async function listener(answer: (n: number) => { status: number; headers?: Recor
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies };
 }
 
-const trace = (traceId: string, n: number): TraceV1 => ({ traceId, traceName: 't', spans: Array.from({ length: n }, (_, i) => ({ spanId: `s${i}`, spanType: 'other' as const, name: 'n', startTime: 1, endTime: 1 })) });
+const trace = (traceId: string, n: number): TraceV1 => ({
+  traceId,
+  traceName: 't',
+  spans: Array.from({ length: n }, (_, i) => ({ spanId: `s${i}`, spanType: 'other' as const, name: 'n', startTime: 1, endTime: 1 })),
+});
 
 function make(url: string, opts: ConstructorParameters<typeof TraceIngest>[0] = {}) {
   const errors: TraceIngestError[] = [];
@@ -59,7 +63,14 @@ describe('TraceIngest', () => {
 
   it('never throws into the application: bad input, a throwing onError, shutdown twice', async () => {
     const { url } = await listener(() => ({ status: 202 }));
-    const c = new TraceIngest({ baseUrl: url, apiKey: 'ti_test', flushOnExit: false, onError: () => { throw new Error('callback bug'); } });
+    const c = new TraceIngest({
+      baseUrl: url,
+      apiKey: 'ti_test',
+      flushOnExit: false,
+      onError: () => {
+        throw new Error('callback bug');
+      },
+    });
     expect(() => c.send(null as unknown as TraceV1)).not.toThrow();
     expect(() => c.send({ traceId: '', spans: [{}] } as unknown as TraceV1)).not.toThrow();
     expect(() => c.startTrace({}).startSpan({ name: 'x' }).end()).not.toThrow();
@@ -69,16 +80,31 @@ describe('TraceIngest', () => {
   });
 
   it('reports a 400 with the server error, code and issues, without retrying', async () => {
-    const srv = await listener(() => ({ status: 400, body: { error: 'payload failed validation', code: 'TI_ERR_VALIDATION', issues: [{ path: 'traces[0]', message: 'bad' }] } }));
+    const srv = await listener(() => ({
+      status: 400,
+      body: { error: 'payload failed validation', code: 'TI_ERR_VALIDATION', issues: [{ path: 'traces[0]', message: 'bad' }] },
+    }));
     const { c, errors } = make(srv.url);
     c.send(trace('t', 3));
     expect(await c.flush()).toBe(true);
     expect(srv.bodies).toHaveLength(1);
-    expect(errors[0]).toMatchObject({ message: 'payload failed validation', code: 'TI_ERR_VALIDATION', status: 400, spans: 3, issues: [{ path: 'traces[0]', message: 'bad' }] });
+    expect(errors[0]).toMatchObject({
+      message: 'payload failed validation',
+      code: 'TI_ERR_VALIDATION',
+      status: 400,
+      spans: 3,
+      issues: [{ path: 'traces[0]', message: 'bad' }],
+    });
   });
 
   it('retries a 503 with Retry-After and a 500 with backoff', async () => {
-    const srv = await listener((n) => (n === 1 ? { status: 503, headers: { 'retry-after': '0' }, body: { error: 'draining', code: 'TI_ERR_DRAINING' } } : n === 2 ? { status: 500, body: { error: 'oops' } } : { status: 202 }));
+    const srv = await listener((n) =>
+      n === 1
+        ? { status: 503, headers: { 'retry-after': '0' }, body: { error: 'draining', code: 'TI_ERR_DRAINING' } }
+        : n === 2
+          ? { status: 500, body: { error: 'oops' } }
+          : { status: 202 },
+    );
     const { c, errors } = make(srv.url, { retry: { initialDelayMs: 10, maxDelayMs: 20 } });
     c.send(trace('t', 2));
     expect(await c.flush()).toBe(true);
@@ -110,7 +136,10 @@ describe('TraceIngest', () => {
       server.closeAllConnections();
       return new Promise<void>((r) => server.close(() => r()));
     });
-    const { c, errors } = make(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { requestTimeoutMs: 200, retry: { initialDelayMs: 10, maxDelayMs: 20 } });
+    const { c, errors } = make(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+      requestTimeoutMs: 200,
+      retry: { initialDelayMs: 10, maxDelayMs: 20 },
+    });
     c.send(trace('t', 1));
     expect(await c.flush()).toBe(true);
     expect(errors).toEqual([]);

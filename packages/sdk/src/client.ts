@@ -198,9 +198,12 @@ export class TraceIngest implements SpanSink {
       this.report(new TraceIngestError('no API key: pass apiKey or set TRACE_INGEST_API_KEY; nothing will be sent', 'SDK_NO_API_KEY', 0));
       return;
     }
-    this.interval = setInterval(() => {
-      if (this.queue.spans > 0) this.kick();
-    }, Math.max(10, opts.flushIntervalMs ?? 1000));
+    this.interval = setInterval(
+      () => {
+        if (this.queue.spans > 0) this.kick();
+      },
+      Math.max(10, opts.flushIntervalMs ?? 1000),
+    );
     unref(this.interval);
     const proc = nodeProcess();
     if ((opts.flushOnExit ?? true) && typeof proc?.on === 'function') {
@@ -323,7 +326,13 @@ export class TraceIngest implements SpanSink {
     const item: QueuedSpan = { header: prepared.header, headerBytes: prepared.headerBytes, json, bytes: utf8Bytes(json) };
     if (soloBodyBytes(item) > this.maxBodyBytes) {
       this.stats.failed++;
-      this.report(new TraceIngestError(`${where} not sent: ${item.bytes} bytes of JSON, more than one request may carry (${this.maxBodyBytes} bytes)`, 'SDK_SPAN_TOO_LARGE', 1));
+      this.report(
+        new TraceIngestError(
+          `${where} not sent: ${item.bytes} bytes of JSON, more than one request may carry (${this.maxBodyBytes} bytes)`,
+          'SDK_SPAN_TOO_LARGE',
+          1,
+        ),
+      );
       return;
     }
     if (!this.queue.fits(item.bytes)) {
@@ -345,7 +354,13 @@ export class TraceIngest implements SpanSink {
   private reportFull(): void {
     if (this.full) return;
     this.full = true;
-    this.report(new TraceIngestError(`queue full (${this.queue.maxSpans} spans / ${this.queue.maxBytes} bytes): dropping the ${this.whenFull === 'drop-oldest' ? 'oldest' : 'newest'} spans until it drains; see getStats().dropped`, 'SDK_QUEUE_FULL', 1));
+    this.report(
+      new TraceIngestError(
+        `queue full (${this.queue.maxSpans} spans / ${this.queue.maxBytes} bytes): dropping the ${this.whenFull === 'drop-oldest' ? 'oldest' : 'newest'} spans until it drains; see getStats().dropped`,
+        'SDK_QUEUE_FULL',
+        1,
+      ),
+    );
   }
 
   private report(e: TraceIngestError): void {
@@ -404,7 +419,11 @@ export class TraceIngest implements SpanSink {
           return;
         }
         verdict = { kind: 'retry' };
-        last = new TraceIngestError(`could not reach ${this.baseUrl}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`, 'SDK_TRANSPORT', batch.spans);
+        last = new TraceIngestError(
+          `could not reach ${this.baseUrl}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`,
+          'SDK_TRANSPORT',
+          batch.spans,
+        );
       } finally {
         req.done();
       }
@@ -416,7 +435,15 @@ export class TraceIngest implements SpanSink {
       const wait = nextDelay(verdict, attempt, this.retry, Date.now() - started);
       if (wait === undefined || this.abort.signal.aborted) {
         this.stats.failed += batch.spans;
-        this.report(new TraceIngestError(`gave up after ${attempt + 1} attempts in ${Date.now() - started} ms: ${last.message}`, last.code, batch.spans, last.status, last.issues));
+        this.report(
+          new TraceIngestError(
+            `gave up after ${attempt + 1} attempts in ${Date.now() - started} ms: ${last.message}`,
+            last.code,
+            batch.spans,
+            last.status,
+            last.issues,
+          ),
+        );
         return;
       }
       this.stats.retried++;

@@ -2,7 +2,15 @@ export { TraceIngest, TraceIngestError, type TraceIngestOptions, type TraceInges
 export { Trace, Span, type TraceStart, type SpanStart, type SpanEnd } from './trace.js';
 export { recordStream } from './stream.js';
 export { StreamTimer, ChunkSampler, evenIndices, type StreamFields } from './sampling.js';
-export { openaiChatUsage, openaiResponsesUsage, openaiUsage, openaiChatStream, openaiResponsesStream, type OpenAIChatUsage, type OpenAIResponsesUsage } from './providers/openai.js';
+export {
+  openaiChatUsage,
+  openaiResponsesUsage,
+  openaiUsage,
+  openaiChatStream,
+  openaiResponsesStream,
+  type OpenAIChatUsage,
+  type OpenAIResponsesUsage,
+} from './providers/openai.js';
 export { anthropicUsage, anthropicStream, type AnthropicUsage } from './providers/anthropic.js';
 export { geminiUsage, geminiStream, type GeminiUsageMetadata } from './providers/gemini.js';
 export type { StreamAdapter, ChunkInfo } from './providers/common.js';

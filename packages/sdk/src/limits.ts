@@ -54,15 +54,31 @@ export const SPAN_TEXT: Readonly<Record<string, readonly [number, number]>> = {
 export const SPAN_TYPES = ['agent', 'llm', 'tool', 'embedding', 'other'] as const;
 export const SPAN_STATUSES = ['ok', 'error'] as const;
 export const USAGE_FIELDS = [
-  'inputTokens', 'outputTokens', 'totalTokens', 'reasoningTokens', 'cachedInputTokens',
-  'cacheWriteInputTokens', 'imageCount', 'webSearchCount', 'requestCount',
+  'inputTokens',
+  'outputTokens',
+  'totalTokens',
+  'reasoningTokens',
+  'cachedInputTokens',
+  'cacheWriteInputTokens',
+  'imageCount',
+  'webSearchCount',
+  'requestCount',
 ] as const;
 export const RATE_LIMIT_FIELDS = ['requestsLimit', 'requestsRemaining', 'requestsResetMs', 'tokensLimit', 'tokensRemaining', 'tokensResetMs'] as const;
 const CHUNK_ARRAYS = ['chunkOffsets', 'chunkTokens', 'reasoningOffsets', 'reasoningChunkTokens'] as const;
 const SPAN_COUNTS = ['reasoningDurationMs', 'modelCallMs'] as const;
 const SPAN_FIELDS = new Set<string>([
-  ...Object.keys(SPAN_TEXT), 'spanType', 'startTime', 'endTime', 'status', 'usage', 'ttftMs',
-  ...CHUNK_ARRAYS, ...SPAN_COUNTS, 'rateLimit', 'metadata',
+  ...Object.keys(SPAN_TEXT),
+  'spanType',
+  'startTime',
+  'endTime',
+  'status',
+  'usage',
+  'ttftMs',
+  ...CHUNK_ARRAYS,
+  ...SPAN_COUNTS,
+  'rateLimit',
+  'metadata',
 ]);
 const TRACE_FIELDS = new Set<string>([...Object.keys(TRACE_TEXT), 'customer', 'metadata', 'spans']);
 
@@ -134,7 +150,8 @@ export function spanProblem(span: SpanV1, path = 'span'): string | undefined {
   }
   if (span.endTime < span.startTime) return `${path}.endTime must be >= startTime`;
   if (span.status !== undefined && !SPAN_STATUSES.includes(span.status)) return `${path}.status must be ok or error`;
-  if (span.ttftMs !== undefined && !(typeof span.ttftMs === 'number' && Number.isFinite(span.ttftMs) && span.ttftMs >= 0)) return `${path}.ttftMs must be a number >= 0`;
+  if (span.ttftMs !== undefined && !(typeof span.ttftMs === 'number' && Number.isFinite(span.ttftMs) && span.ttftMs >= 0))
+    return `${path}.ttftMs must be a number >= 0`;
   for (const k of CHUNK_ARRAYS) {
     const a = span[k];
     if (a === undefined) continue;

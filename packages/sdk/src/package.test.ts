@@ -22,7 +22,9 @@ describe('the published package', () => {
     expect(files.length).toBeGreaterThan(5);
     for (const f of files) {
       const text = fs.readFileSync(f, 'utf8');
-      const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
+      const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)].map(
+        (m) => m[1] ?? m[2],
+      );
       for (const s of specifiers) expect({ file: path.relative(src, f), s }).toEqual({ file: path.relative(src, f), s: expect.stringMatching(/^\.\.?\//) });
     }
   });

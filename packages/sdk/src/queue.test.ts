@@ -20,7 +20,11 @@ describe('takeBatch', () => {
     for (let i = 0; i < 4500; i++) q.push(item('big', i));
     const [b] = drain(q, 10 * 1024 * 1024);
     const body = JSON.parse(b?.body ?? '') as { traces: { traceId: string; spans: unknown[] }[] };
-    expect(body.traces.map((t) => [t.traceId, t.spans.length])).toEqual([['big', 2000], ['big', 2000], ['big', 500]]);
+    expect(body.traces.map((t) => [t.traceId, t.spans.length])).toEqual([
+      ['big', 2000],
+      ['big', 2000],
+      ['big', 500],
+    ]);
     expect(validateIngest(body).ok).toBe(true);
   });
 

@@ -33,7 +33,10 @@ export class SpanQueue {
   spans = 0;
   bytes = 0;
 
-  constructor(readonly maxSpans: number, readonly maxBytes: number) {}
+  constructor(
+    readonly maxSpans: number,
+    readonly maxBytes: number,
+  ) {}
 
   /** Whether `bytes` more fit without dropping. */
   fits(bytes: number): boolean {
@@ -88,7 +91,10 @@ export interface Batch {
  * their order; every queued span fits a request alone (checked when queued).
  */
 export function takeBatch(queue: SpanQueue, maxBodyBytes: number, limits = LIMITS): Batch | undefined {
-  interface Entry { header: string; parts: string[] }
+  interface Entry {
+    header: string;
+    parts: string[];
+  }
   const entries: Entry[] = [];
   const open = new Map<string, Entry>();
   let bytes = ENVELOPE_BYTES;

@@ -55,7 +55,13 @@ export function backoffMs(attempt: number, opts: Pick<RetryOptions, 'initialDela
  * The wait before the next attempt, or undefined when it would end after the
  * deadline (the batch is then given up).
  */
-export function nextDelay(verdict: { afterMs?: number }, attempt: number, opts: RetryOptions, elapsedMs: number, random: () => number = Math.random): number | undefined {
+export function nextDelay(
+  verdict: { afterMs?: number },
+  attempt: number,
+  opts: RetryOptions,
+  elapsedMs: number,
+  random: () => number = Math.random,
+): number | undefined {
   const wait = verdict.afterMs ?? backoffMs(attempt, opts, random);
   return elapsedMs + wait > opts.maxElapsedMs ? undefined : wait;
 }

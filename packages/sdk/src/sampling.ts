@@ -106,7 +106,10 @@ export class StreamTimer {
   /**
    * @param startMonotonic performance.now() at the start of the step (the span's start), the origin of offsets
    */
-  constructor(startMonotonic?: number, private readonly now: () => number = monotonic) {
+  constructor(
+    startMonotonic?: number,
+    private readonly now: () => number = monotonic,
+  ) {
     this.t0 = startMonotonic ?? now();
   }
 

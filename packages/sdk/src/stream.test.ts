@@ -31,7 +31,14 @@ describe('recordStream', () => {
     expect(seen).toEqual(events);
     expect(spans).toHaveLength(1);
     const out = spans[0] as SpanV1;
-    expect(out).toMatchObject({ spanType: 'llm', provider: 'anthropic', modelId: 'claude-sonnet-4-5-20250929', status: 'ok', output: 'Hello!', usage: { inputTokens: 25, outputTokens: 15 } });
+    expect(out).toMatchObject({
+      spanType: 'llm',
+      provider: 'anthropic',
+      modelId: 'claude-sonnet-4-5-20250929',
+      status: 'ok',
+      output: 'Hello!',
+      usage: { inputTokens: 25, outputTokens: 15 },
+    });
     expect(out.ttftMs).toBeGreaterThan(0);
     // Two text chunks, scaled to the 15 output tokens the provider reported.
     expect(out.chunkTokens).toEqual([8, 15]);
@@ -45,7 +52,10 @@ describe('recordStream', () => {
     const span = new Trace(s, { name: 'chat' }).startSpan({ name: 'gemini' });
     const chunks = [
       ...Array.from({ length: 50 }, () => ({ candidates: [{ content: { parts: [{ text: 'hm', thought: true }] } }] })),
-      ...Array.from({ length: 1000 }, (_, i) => ({ candidates: [{ content: { parts: [{ text: 'x' }] } }], usageMetadata: { promptTokenCount: 10, candidatesTokenCount: (i + 1) * 3, thoughtsTokenCount: 500 } })),
+      ...Array.from({ length: 1000 }, (_, i) => ({
+        candidates: [{ content: { parts: [{ text: 'x' }] } }],
+        usageMetadata: { promptTokenCount: 10, candidatesTokenCount: (i + 1) * 3, thoughtsTokenCount: 500 },
+      })),
     ];
     let n = 0;
     for await (const _ of recordStream(span, paced(chunks), geminiStream())) n++;

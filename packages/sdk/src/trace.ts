@@ -124,7 +124,18 @@ export class Span {
     if (toolCatalog !== undefined) span.toolCatalog = toolCatalog;
     const metadata = opts.metadata === undefined ? s.metadata : { ...s.metadata, ...opts.metadata };
     if (metadata !== undefined) span.metadata = metadata;
-    for (const k of ['ttftMs', 'chunkOffsets', 'chunkTokens', 'reasoningOffsets', 'reasoningChunkTokens', 'reasoningDurationMs', 'modelCallMs', 'systemFingerprint', 'safetyMetadata', 'rateLimit'] as const) {
+    for (const k of [
+      'ttftMs',
+      'chunkOffsets',
+      'chunkTokens',
+      'reasoningOffsets',
+      'reasoningChunkTokens',
+      'reasoningDurationMs',
+      'modelCallMs',
+      'systemFingerprint',
+      'safetyMetadata',
+      'rateLimit',
+    ] as const) {
       if (opts[k] !== undefined) (span as unknown as Record<string, unknown>)[k] = opts[k];
     }
     if (opts.sources !== undefined && this.sink.recordOutputs) span.sources = opts.sources;
@@ -137,7 +148,10 @@ export class Trace {
   readonly traceId: string;
   readonly header: TraceHeaderV1;
 
-  constructor(private readonly sink: SpanSink, opts: TraceStart) {
+  constructor(
+    private readonly sink: SpanSink,
+    opts: TraceStart,
+  ) {
     this.traceId = opts.traceId ?? randomId();
     const h: TraceHeaderV1 = { traceId: this.traceId };
     if (opts.name !== undefined) h.traceName = opts.name;

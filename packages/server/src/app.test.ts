@@ -28,7 +28,15 @@ import { MemoryRateLimiter } from './rate-limit.js';
 // The real server with its real parts is tested in test/integration/.
 
 const KEY = 'ti_' + 'k'.repeat(43);
-const RESOLVED: ResolvedKey = { keyId: 'key_1', prefix: KEY.slice(0, 12), orgId: 'org_1', orgName: 'acme', planName: 'default', monthlySpans: 1000, rateLimitRps: 1000 };
+const RESOLVED: ResolvedKey = {
+  keyId: 'key_1',
+  prefix: KEY.slice(0, 12),
+  orgId: 'org_1',
+  orgName: 'acme',
+  planName: 'default',
+  monthlySpans: 1000,
+  rateLimitRps: 1000,
+};
 
 interface Harness {
   url: string;
@@ -117,7 +125,13 @@ describe('POST /ingest in process', () => {
     expect(r.body).toEqual({ accepted: 2 });
     expect(h.appended).toHaveLength(1);
     expect(h.appended[0]?.rows).toBe(2);
-    expect(h.appended[0]?.lines.toString().trim().split('\n').map((l) => (JSON.parse(l) as { org_id: string }).org_id)).toEqual(['org_1', 'org_1']);
+    expect(
+      h.appended[0]?.lines
+        .toString()
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { org_id: string }).org_id),
+    ).toEqual(['org_1', 'org_1']);
     expect(h.notified()).toBe(1);
     expect(h.counted).toEqual([2]);
     expect(r.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
@@ -195,7 +209,10 @@ describe('POST /ingest in process', () => {
     let storeAway = false;
     const h = await harness({
       isDraining: () => draining,
-      auth: { authenticate: () => (storeAway ? Promise.reject(new ServiceUnavailableError('key store (PostgreSQL) is unreachable; retry shortly', 2)) : Promise.resolve(RESOLVED)) },
+      auth: {
+        authenticate: () =>
+          storeAway ? Promise.reject(new ServiceUnavailableError('key store (PostgreSQL) is unreachable; retry shortly', 2)) : Promise.resolve(RESOLVED),
+      },
       log: { append: () => (logFull ? Promise.reject(new BufferFullError(3)) : Promise.resolve()) },
     });
     const d = await h.post(makePayload());

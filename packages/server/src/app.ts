@@ -128,7 +128,11 @@ export function errorMiddleware(logger: Logger, metrics: Metrics, otlp?: OtlpCod
       // OTLP clients read a google.rpc.Status, encoded like their request (JSON when its type is not one of OTLP's).
       const format = requestFormat(req.headers['content-type']) ?? 'json';
       const { http, grpc } = otlpStatus(e);
-      res.set(e.headers).status(http).type(format === 'json' ? 'application/json' : 'application/x-protobuf').send(otlp.encodeStatus(format, grpc, e.message));
+      res
+        .set(e.headers)
+        .status(http)
+        .type(format === 'json' ? 'application/json' : 'application/x-protobuf')
+        .send(otlp.encodeStatus(format, grpc, e.message));
       return;
     }
     res.set(e.headers).status(e.httpCode).json(e.toBody());

@@ -76,7 +76,9 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     const m = /^Bearer\s+(\S+)$/i.exec(header);
     const grant = m?.[1] === undefined ? null : await deps.tokens.resolve(m[1]);
     if (grant === null) {
-      throw new UnauthorizedError('missing, invalid or revoked console token: send it as "Authorization: Bearer <token>"; create one with "trace-ingest console token create"');
+      throw new UnauthorizedError(
+        'missing, invalid or revoked console token: send it as "Authorization: Bearer <token>"; create one with "trace-ingest console token create"',
+      );
     }
     res.locals.grant = grant;
     next();
@@ -88,7 +90,8 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   const orgOf = async (res: Response, nameOrId: string): Promise<Org> => {
     const grant = res.locals.grant as ConsoleGrant;
     const org = await deps.keys.getOrg(nameOrId);
-    if (org === null || (grant.orgId !== null && grant.orgId !== org.id)) throw new NotFoundError(`unknown org "${nameOrId}"; GET /console/api/orgs lists the orgs this token may see`);
+    if (org === null || (grant.orgId !== null && grant.orgId !== org.id))
+      throw new NotFoundError(`unknown org "${nameOrId}"; GET /console/api/orgs lists the orgs this token may see`);
     return org;
   };
 
@@ -170,7 +173,13 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     await deps.prices.refresh();
     // The prices in force at the end of the range (or now, if sooner).
     const at = Math.min(q.toMs - 1, now());
-    const withPrices = rows.map((r) => ({ ...r, price: r.group === '' ? null : quoteJson(deps.prices.engine.quote({ orgId: org.id, provider: r.subgroup === '' ? undefined : r.subgroup, model: r.group, at })) }));
+    const withPrices = rows.map((r) => ({
+      ...r,
+      price:
+        r.group === ''
+          ? null
+          : quoteJson(deps.prices.engine.quote({ orgId: org.id, provider: r.subgroup === '' ? undefined : r.subgroup, model: r.group, at })),
+    }));
     const unpriced = rows
       .filter((r) => r.unpricedSpans > 0)
       .map((r) => ({
@@ -181,7 +190,14 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
         reprice: `trace-ingest reprice --org ${shellQuote(org.name)} --from ${q.from} --to ${q.to} --model ${shellQuote(r.group)}`,
       }))
       .sort((a, b) => b.spans - a.spans || a.model.localeCompare(b.model));
-    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, pricesAt: new Date(at).toISOString(), rows: withPrices, total: usageTotals(rows), unpriced });
+    res.json({
+      org: orgJson(org),
+      range: { from: q.from, to: q.to },
+      pricesAt: new Date(at).toISOString(),
+      rows: withPrices,
+      total: usageTotals(rows),
+      unpriced,
+    });
   });
 
   api.get('/traces', async (req, res) => {
@@ -254,7 +270,10 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
         setHeaders: (res, file) => {
           // Hashed file names under assets/ never change; the page itself is always re-read.
           res.setHeader('Cache-Control', file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache');
-          res.setHeader('Content-Security-Policy', "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+          res.setHeader(
+            'Content-Security-Policy',
+            "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+          );
         },
       }),
     );
@@ -283,7 +302,7 @@ function daysOf(fromMs: number, toMs: number): string[] {
 
 /** counted / quota as a percentage with two decimals, exactly (no float). */
 function percent(counted: number, quota: number): string {
-  return formatDecimal((BigInt(counted) * 10_000n) / BigInt(quota) * 10n ** 16n);
+  return formatDecimal(((BigInt(counted) * 10_000n) / BigInt(quota)) * 10n ** 16n);
 }
 
 function quoteJson(q: PriceQuote | null) {

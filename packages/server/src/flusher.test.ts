@@ -23,14 +23,31 @@ function batch(traces: number, spans: number): { buf: Buffer; rows: number } {
 class OutageStore implements SpanStore {
   readonly kind = 'duckdb';
   attempts = 0;
-  constructor(private readonly inner: SpanStore, private failures: number) {}
-  start() { return this.inner.start(); }
-  close() { return this.inner.close(); }
-  ping() { return this.inner.ping(); }
-  query(sql: string, params?: readonly unknown[]) { return this.inner.query(sql, params); }
-  queryStream(sql: string, params?: readonly unknown[]) { return this.inner.queryStream(sql, params); }
-  readOnlyQuery(sql: string, params?: readonly unknown[]) { return this.inner.readOnlyQuery(sql, params); }
-  replaceLines(lines: Buffer, rows: number) { return this.inner.replaceLines(lines, rows); }
+  constructor(
+    private readonly inner: SpanStore,
+    private failures: number,
+  ) {}
+  start() {
+    return this.inner.start();
+  }
+  close() {
+    return this.inner.close();
+  }
+  ping() {
+    return this.inner.ping();
+  }
+  query(sql: string, params?: readonly unknown[]) {
+    return this.inner.query(sql, params);
+  }
+  queryStream(sql: string, params?: readonly unknown[]) {
+    return this.inner.queryStream(sql, params);
+  }
+  readOnlyQuery(sql: string, params?: readonly unknown[]) {
+    return this.inner.readOnlyQuery(sql, params);
+  }
+  replaceLines(lines: Buffer, rows: number) {
+    return this.inner.replaceLines(lines, rows);
+  }
   async insertLines(lines: Buffer, rows: number): Promise<void> {
     this.attempts++;
     if (this.failures-- > 0) throw new Error('connect ECONNREFUSED');
@@ -66,7 +83,15 @@ describe('Flusher with a real DuckDB store', () => {
     return f;
   };
   const flusherFor = (s: SpanStore, maxRows = 10_000) =>
-    built(new Flusher(log, s, { intervalMs: 60_000, maxRows, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead'), minBackoffMs: 5, maxBackoffMs: 20 }, logger, metrics));
+    built(
+      new Flusher(
+        log,
+        s,
+        { intervalMs: 60_000, maxRows, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead'), minBackoffMs: 5, maxBackoffMs: 20 },
+        logger,
+        metrics,
+      ),
+    );
 
   it('moves every row into the store in batches of maxRows and retires the segments', async () => {
     for (let i = 0; i < 5; i++) {
@@ -115,7 +140,9 @@ describe('Flusher with a real DuckDB store', () => {
       return insert(lines as Buffer, rows);
     };
     const maxBytes = Math.ceil(big.buf.length / 7);
-    const f = built(new Flusher(log, counting, { intervalMs: 60_000, maxRows: 10_000, maxBytes, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics));
+    const f = built(
+      new Flusher(log, counting, { intervalMs: 60_000, maxRows: 10_000, maxBytes, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics),
+    );
     await f.flushNow();
     expect(await count()).toBe(203);
     expect(sizes.length).toBeGreaterThanOrEqual(7);
@@ -144,7 +171,11 @@ describe('Flusher with a real DuckDB store', () => {
     await f.flushNow();
     expect(await count()).toBe(6);
     const [file] = fs.readdirSync(path.join(dir, 'dead'));
-    const entries = fs.readFileSync(path.join(dir, 'dead', file!), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { reason: string; row: string });
+    const entries = fs
+      .readFileSync(path.join(dir, 'dead', file!), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { reason: string; row: string });
     expect(entries).toHaveLength(1);
     expect(entries[0]?.row).toBe(bad);
     expect(entries[0]?.reason).toMatch(/Conversion Error|Invalid Input/);

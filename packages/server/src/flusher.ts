@@ -171,7 +171,10 @@ export class Flusher {
     }
     if (rows > 0 && !(await insert())) return false;
     if (tail.tornBytes > 0) {
-      this.logger.warn({ segment: path.basename(seg.file), tornBytes: tail.tornBytes }, 'write log segment ends in a torn record (a write interrupted by a crash, never acknowledged); ignoring it');
+      this.logger.warn(
+        { segment: path.basename(seg.file), tornBytes: tail.tornBytes },
+        'write log segment ends in a torn record (a write interrupted by a crash, never acknowledged); ignoring it',
+      );
     }
     return true;
   }

@@ -170,7 +170,9 @@ export function toNdjson(lines: readonly string[]): Buffer {
  */
 function parseJson(body: Buffer): unknown {
   if (exceedsDepth(body, MAX_JSON_DEPTH)) {
-    throw new ValidationError([{ path: '(root)', message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels; a v1 payload is far shallower`, code: 'depth' }]);
+    throw new ValidationError([
+      { path: '(root)', message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels; a v1 payload is far shallower`, code: 'depth' },
+    ]);
   }
   try {
     return JSON.parse(body.toString('utf8'));

@@ -118,7 +118,9 @@ describe('exceedsDepth on hostile bodies', () => {
 describe('exceedsDepth on real v1 payloads', () => {
   // Texts as clients send them: quotes, backslashes, brackets, JSON carried as strings.
   const prose = 'She said "use C:\\temp\\[draft]" and {braces} stay text; ]]] }}} [[[ {{{ \\" \\\\ 😀 ';
-  const catalog = JSON.stringify({ search: { description: 'web search', parameters: { type: 'object', properties: { q: { type: 'array', items: [[{}]] } } } } });
+  const catalog = JSON.stringify({
+    search: { description: 'web search', parameters: { type: 'object', properties: { q: { type: 'array', items: [[{}]] } } } },
+  });
 
   function span(i: number): Span {
     return makeSpan({

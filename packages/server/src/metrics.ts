@@ -30,7 +30,11 @@ export class Metrics {
     labelNames: ['provider', 'model'] as const,
     registers: [this.registry],
   });
-  readonly bufferRows = new Gauge({ name: 'trace_ingest_buffer_rows', help: 'Rows in the write log not yet confirmed by the span store (rows of segments left by an earlier run count once read)', registers: [this.registry] });
+  readonly bufferRows = new Gauge({
+    name: 'trace_ingest_buffer_rows',
+    help: 'Rows in the write log not yet confirmed by the span store (rows of segments left by an earlier run count once read)',
+    registers: [this.registry],
+  });
   readonly rowsPerFlush = new Histogram({
     name: 'trace_ingest_rows_per_flush',
     help: 'Rows in one confirmed insert into the span store',
@@ -49,12 +53,32 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [this.registry],
   });
-  readonly bufferBytes = new Gauge({ name: 'trace_ingest_buffer_bytes', help: 'Bytes in the write log not yet confirmed by the span store', registers: [this.registry] });
+  readonly bufferBytes = new Gauge({
+    name: 'trace_ingest_buffer_bytes',
+    help: 'Bytes in the write log not yet confirmed by the span store',
+    registers: [this.registry],
+  });
   readonly bufferSegments = new Gauge({ name: 'trace_ingest_buffer_segments', help: 'Write log segments not yet retired', registers: [this.registry] });
-  readonly bodySlotsHeld = new Gauge({ name: 'trace_ingest_body_slots_held', help: 'Large or compressed request bodies being read now (at most MAX_CONCURRENT_BODIES)', registers: [this.registry] });
-  readonly bodySlotsWaiting = new Gauge({ name: 'trace_ingest_body_slots_waiting', help: 'Large or compressed request bodies waiting for a body slot', registers: [this.registry] });
-  readonly bufferFull = new Counter({ name: 'trace_ingest_buffer_full_total', help: 'Requests refused with 503 because the write log was full', registers: [this.registry] });
-  readonly quotaOwedSpans = new Gauge({ name: 'trace_ingest_quota_owed_spans', help: 'Accepted spans not yet added to the quota usage because the key store (or Redis) failed; retried', registers: [this.registry] });
+  readonly bodySlotsHeld = new Gauge({
+    name: 'trace_ingest_body_slots_held',
+    help: 'Large or compressed request bodies being read now (at most MAX_CONCURRENT_BODIES)',
+    registers: [this.registry],
+  });
+  readonly bodySlotsWaiting = new Gauge({
+    name: 'trace_ingest_body_slots_waiting',
+    help: 'Large or compressed request bodies waiting for a body slot',
+    registers: [this.registry],
+  });
+  readonly bufferFull = new Counter({
+    name: 'trace_ingest_buffer_full_total',
+    help: 'Requests refused with 503 because the write log was full',
+    registers: [this.registry],
+  });
+  readonly quotaOwedSpans = new Gauge({
+    name: 'trace_ingest_quota_owed_spans',
+    help: 'Accepted spans not yet added to the quota usage because the key store (or Redis) failed; retried',
+    registers: [this.registry],
+  });
   readonly rowsFlushed = new Counter({ name: 'trace_ingest_rows_flushed_total', help: 'Rows confirmed by the span store', registers: [this.registry] });
   readonly flushDuration = new Histogram({
     name: 'trace_ingest_flush_duration_seconds',
@@ -62,8 +86,16 @@ export class Metrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
-  readonly storeErrors = new Counter({ name: 'trace_ingest_store_errors_total', help: 'Failed inserts into the span store (retried)', registers: [this.registry] });
-  readonly deadLetterRows = new Counter({ name: 'trace_ingest_dead_letter_rows_total', help: 'Rows the span store refused permanently, written to the dead-letter file', registers: [this.registry] });
+  readonly storeErrors = new Counter({
+    name: 'trace_ingest_store_errors_total',
+    help: 'Failed inserts into the span store (retried)',
+    registers: [this.registry],
+  });
+  readonly deadLetterRows = new Counter({
+    name: 'trace_ingest_dead_letter_rows_total',
+    help: 'Rows the span store refused permanently, written to the dead-letter file',
+    registers: [this.registry],
+  });
   readonly storeUp = new Gauge({ name: 'trace_ingest_store_up', help: '1 while the last insert into the span store succeeded', registers: [this.registry] });
 
   private readonly unpricedModels = new Set<string>();

@@ -35,7 +35,8 @@ describe('OTLP status mapping', () => {
   });
 
   it('only what is worth retrying gets a status OTLP exporters retry, and it carries Retry-After', () => {
-    for (const e of [new QuotaExceededError(1), new UnauthorizedError(), new InvalidOtlpError('protobuf', 'x'), new PayloadTooLargeError(1)]) expect(RETRYABLE.has(otlpStatus(e).http)).toBe(false);
+    for (const e of [new QuotaExceededError(1), new UnauthorizedError(), new InvalidOtlpError('protobuf', 'x'), new PayloadTooLargeError(1)])
+      expect(RETRYABLE.has(otlpStatus(e).http)).toBe(false);
     for (const e of [new RateLimitedError(2, 1), new DrainingError(), new BufferFullError(1)]) {
       expect(RETRYABLE.has(otlpStatus(e).http)).toBe(true);
       expect(e.headers['Retry-After']).toMatch(/^[1-9]\d*$/);

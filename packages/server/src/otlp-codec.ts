@@ -30,7 +30,10 @@ export class UnsupportedMediaTypeError extends TiError {
 
 export class InvalidOtlpError extends BadRequestError {
   constructor(format: OtlpFormat, detail: string) {
-    super('TI_ERR_INVALID_OTLP', `request body is not a valid OTLP ExportTraceServiceRequest in ${format === 'json' ? 'OTLP JSON' : 'protobuf'}: ${detail.slice(0, 300)}`);
+    super(
+      'TI_ERR_INVALID_OTLP',
+      `request body is not a valid OTLP ExportTraceServiceRequest in ${format === 'json' ? 'OTLP JSON' : 'protobuf'}: ${detail.slice(0, 300)}`,
+    );
   }
 }
 
@@ -180,7 +183,8 @@ function lenientStrings(ns: protobuf.NamespaceBase): void {
     if (nested instanceof protobuf.Type) {
       for (const field of nested.fieldsArray) {
         const features = (field as unknown as { _features?: { utf8_validation?: string } })._features;
-        if (field.type === 'string' && features !== undefined) (field as unknown as { _features: Record<string, unknown> })._features = { ...features, utf8_validation: 'NONE' };
+        if (field.type === 'string' && features !== undefined)
+          (field as unknown as { _features: Record<string, unknown> })._features = { ...features, utf8_validation: 'NONE' };
       }
     }
     if (nested instanceof protobuf.Namespace) lenientStrings(nested);

@@ -68,7 +68,8 @@ function validTraces(mapped: MappedTraces): Trace[] {
         if (r.ok) return true;
         mapped.rejected++;
         mapped.spans--;
-        if (mapped.rejectReasons.length < 5) mapped.rejectReasons.push(`span ${span.spanId} of trace ${trace.traceId}: ${new ValidationError(r.issues).message}`);
+        if (mapped.rejectReasons.length < 5)
+          mapped.rejectReasons.push(`span ${span.spanId} of trace ${trace.traceId}: ${new ValidationError(r.issues).message}`);
         return false;
       });
       if (kept.length > 0) out.push({ ...trace, spans: kept });
@@ -78,5 +79,8 @@ function validTraces(mapped: MappedTraces): Trace[] {
 }
 
 function send(res: Response, format: OtlpFormat, status: number, body: Buffer | string): void {
-  res.status(status).type(format === 'json' ? 'application/json' : 'application/x-protobuf').send(body);
+  res
+    .status(status)
+    .type(format === 'json' ? 'application/json' : 'application/x-protobuf')
+    .send(body);
 }

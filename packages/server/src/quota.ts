@@ -135,7 +135,10 @@ export class ReconcilingQuota implements QuotaCounter {
     try {
       await this.inner.add(orgId, spans, now);
     } catch (e) {
-      this.opts.logger.error({ err: e, orgId }, 'could not add accepted spans to the quota usage; they are counted here and retried until the store takes them');
+      this.opts.logger.error(
+        { err: e, orgId },
+        'could not add accepted spans to the quota usage; they are counted here and retried until the store takes them',
+      );
       this.owe(orgId, utcMonth(now), now, spans);
       this.schedule(this.backoffMs());
     }
@@ -202,7 +205,10 @@ export class ReconcilingQuota implements QuotaCounter {
       const tmp = `${this.opts.pendingFile}.tmp`;
       await fs.writeFile(tmp, JSON.stringify(this.owed));
       await fs.rename(tmp, this.opts.pendingFile);
-      this.opts.logger.error({ owedSpans: this.owedTotal(), file: this.opts.pendingFile }, 'quota usage could not be updated before exit; the next start adds it');
+      this.opts.logger.error(
+        { owedSpans: this.owedTotal(), file: this.opts.pendingFile },
+        'quota usage could not be updated before exit; the next start adds it',
+      );
     }
     await this.inner.close();
   }

@@ -48,7 +48,9 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
         ? [408, 'Request Timeout', 'the request was not received in time']
         : [400, 'Bad Request', 'malformed HTTP request'];
   const body = JSON.stringify({ error: message, code: 'TI_ERR_BAD_HTTP' satisfies ErrorCode });
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {
@@ -109,7 +111,16 @@ export class IngestServer {
 
   async start(): Promise<void> {
     const c = this.config;
-    const storeOpts = { sqliteFile: c.sqliteFile, duckdbFile: c.duckdbFile, databaseUrl: c.DATABASE_URL, clickhouseUrl: c.CLICKHOUSE_URL, requestTimeoutMs: c.FLUSH_TIMEOUT_MS, duckdbThreads: c.DUCKDB_THREADS, duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT, logger: this.logger };
+    const storeOpts = {
+      sqliteFile: c.sqliteFile,
+      duckdbFile: c.duckdbFile,
+      databaseUrl: c.DATABASE_URL,
+      clickhouseUrl: c.CLICKHOUSE_URL,
+      requestTimeoutMs: c.FLUSH_TIMEOUT_MS,
+      duckdbThreads: c.DUCKDB_THREADS,
+      duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT,
+      logger: this.logger,
+    };
     const keyStore = this.parts.keyStore ?? (await createKeyStore(storeOpts));
     this.keyStore = keyStore;
     await keyStore.start();
@@ -125,7 +136,13 @@ export class IngestServer {
     this.flusher = new Flusher(
       this.log,
       spanStore,
-      { intervalMs: c.FLUSH_INTERVAL_MS, maxRows: c.FLUSH_MAX_ROWS, maxBytes: c.FLUSH_MAX_BYTES, timeoutMs: c.FLUSH_TIMEOUT_MS, deadLetterDir: path.join(c.dataDir, 'dead-letter') },
+      {
+        intervalMs: c.FLUSH_INTERVAL_MS,
+        maxRows: c.FLUSH_MAX_ROWS,
+        maxBytes: c.FLUSH_MAX_BYTES,
+        timeoutMs: c.FLUSH_TIMEOUT_MS,
+        deadLetterDir: path.join(c.dataDir, 'dead-letter'),
+      },
       this.logger,
       this.metrics,
     );
@@ -140,7 +157,9 @@ export class IngestServer {
       this.limiter = limiter;
       this.quota = this.reconciling(quota);
       // Connect before listening, so the first requests are not refused while the client connects.
-      await Promise.all([limiter.ready(5000), quota.ready(5000)]).catch((e: unknown) => this.logger.warn({ err: e }, 'redis is not reachable yet; requests get 503 until it is'));
+      await Promise.all([limiter.ready(5000), quota.ready(5000)]).catch((e: unknown) =>
+        this.logger.warn({ err: e }, 'redis is not reachable yet; requests get 503 until it is'),
+      );
     } else {
       this.limiter = this.parts.limiter ?? new MemoryRateLimiter();
       this.quota = this.reconciling(this.parts.quota ?? new StoreQuotaCounter(keyStore));
@@ -171,7 +190,8 @@ export class IngestServer {
         await spanStore.ping();
         const log = this.log;
         // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
-        if (log !== undefined && log.bytes >= log.maxBytes * 0.9) throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
+        if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
+          throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
       },
     });
     if (c.METRICS_PORT !== undefined) {
@@ -185,7 +205,8 @@ export class IngestServer {
       const tokens = await openConsoleTokens({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
       this.consoleTokens = tokens;
       await tokens.start();
-      const prices = 'engine' in pricing ? (pricing as Awaited<ReturnType<typeof createPricing>>) : await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE });
+      const prices =
+        'engine' in pricing ? (pricing as Awaited<ReturnType<typeof createPricing>>) : await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE });
       const consoleApp = createConsoleApp({ tokens, keys: keyStore, spans: spanStore, prices, logger: this.logger, metrics: this.metrics });
       this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);
       this.consoleHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
@@ -202,19 +223,25 @@ export class IngestServer {
     }
     // Node enforces the timeouts only on this tick (30 s by default): check often enough to cut a slow client off on time.
     const checkEvery = Math.max(100, Math.min(1000, Math.floor(Math.min(c.HEADERS_TIMEOUT_MS, c.REQUEST_TIMEOUT_MS) / 2)));
-    const server = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS, connectionsCheckingInterval: checkEvery }, (req, res) => {
-      this.inFlight++;
-      res.once('close', () => {
-        this.inFlight--;
-        if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
-      });
-      app(req, res);
-    });
+    const server = http.createServer(
+      { headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS, connectionsCheckingInterval: checkEvery },
+      (req, res) => {
+        this.inFlight++;
+        res.once('close', () => {
+          this.inFlight--;
+          if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
+        });
+        app(req, res);
+      },
+    );
     server.keepAliveTimeout = 65_000;
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
     this.http = server;
     await listen(server, c.PORT, c.HOST);
-    this.logger.info({ port: this.port, host: c.HOST, spanStore: spanStore.kind, keyStore: keyStore.kind, durability: c.INGEST_DURABILITY }, 'trace-ingest listening');
+    this.logger.info(
+      { port: this.port, host: c.HOST, spanStore: spanStore.kind, keyStore: keyStore.kind, durability: c.INGEST_DURABILITY },
+      'trace-ingest listening',
+    );
     if ((await keyStore.listKeys()).length === 0) {
       this.logger.info(
         `no API keys yet: create one with "npx trace-ingest orgs create <org>" then "npx trace-ingest keys create --org <org>" (same DATA_DIR=${c.dataDir})`,

@@ -30,7 +30,12 @@ const attributeList = (def: string) =>
   z
     .string()
     .default(def)
-    .transform((v) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
+    .transform((v) =>
+      v
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x !== ''),
+    )
     .pipe(z.array(z.string().max(256)).min(1, { message: 'must name at least one attribute' }));
 
 export const ConfigSchema = z.object({
@@ -70,7 +75,10 @@ export const ConfigSchema = z.object({
   DATABASE_URL: optionalUrl,
   REDIS_URL: optionalUrl,
   /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
-  REDIS_KEY_PREFIX: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/).default('trace-ingest'),
+  REDIS_KEY_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]{1,64}$/)
+    .default('trace-ingest'),
   PRICE_CATALOG_FILE: optionalString,
   /** OTLP span or resource attributes read, in order, for a trace's customer id and session id. */
   OTLP_CUSTOMER_ATTRIBUTES: attributeList('enduser.id,user.id'),

@@ -12,7 +12,12 @@ describe('csv', () => {
   });
 
   it('takes the columns from the first row', () => {
-    expect(toCsv([{ a: 1, b: 'x' }, { a: 2, b: 'y,z' }])).toBe('a,b\n1,x\n2,"y,z"');
+    expect(
+      toCsv([
+        { a: 1, b: 'x' },
+        { a: 2, b: 'y,z' },
+      ]),
+    ).toBe('a,b\n1,x\n2,"y,z"');
     expect(toCsv([])).toBe('');
   });
 });

@@ -17,6 +17,12 @@ export function toCsv(rows: readonly Record<string, unknown>[]): string {
 }
 
 /** A usage report row (store/reports UsageRow) as one flat CSV record: group, spans, unpriced_spans, tokens…, costs…. */
-export function usageCsvRow(r: { group: string; spans: number; unpricedSpans: number; tokens: Record<string, number>; costs: Record<string, string> }): Record<string, string | number> {
+export function usageCsvRow(r: {
+  group: string;
+  spans: number;
+  unpricedSpans: number;
+  tokens: Record<string, number>;
+  costs: Record<string, string>;
+}): Record<string, string | number> {
   return { group: r.group, spans: r.spans, unpriced_spans: r.unpricedSpans, ...r.tokens, ...r.costs };
 }

@@ -63,12 +63,7 @@ export class TiError extends Error {
   readonly code: ErrorCode;
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(
-    httpCode: number,
-    code: ErrorCode,
-    message: string,
-    options?: { cause?: unknown; headers?: Record<string, string> },
-  ) {
+  constructor(httpCode: number, code: ErrorCode, message: string, options?: { cause?: unknown; headers?: Record<string, string> }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.httpCode = httpCode;
@@ -107,7 +102,11 @@ export class RateLimitedError extends TiError {
 
 export class QuotaExceededError extends TiError {
   constructor(monthlySpans: number) {
-    super(429, 'TI_ERR_QUOTA_EXCEEDED', `monthly span quota of ${monthlySpans} spans is exceeded for this organization; upgrade the plan to send more this month`);
+    super(
+      429,
+      'TI_ERR_QUOTA_EXCEEDED',
+      `monthly span quota of ${monthlySpans} spans is exceeded for this organization; upgrade the plan to send more this month`,
+    );
   }
 }
 

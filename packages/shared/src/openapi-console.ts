@@ -11,8 +11,28 @@ const money = { type: 'string', pattern: '^-?\\d+(\\.\\d+)?$', description: 'USD
 const int = { type: 'integer', minimum: 0 };
 const day = { type: 'string', format: 'date', description: 'YYYY-MM-DD (UTC)' };
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const TOKENS = ['input_tokens', 'cached_input_tokens', 'cache_write_input_tokens', 'output_tokens', 'reasoning_tokens', 'total_tokens', 'image_count', 'web_search_count', 'request_count'];
-const COSTS = ['input_cost', 'cached_input_cost', 'cache_write_input_cost', 'output_cost', 'reasoning_cost', 'image_cost', 'web_search_cost', 'request_cost', 'total_cost'];
+const TOKENS = [
+  'input_tokens',
+  'cached_input_tokens',
+  'cache_write_input_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'total_tokens',
+  'image_count',
+  'web_search_count',
+  'request_count',
+];
+const COSTS = [
+  'input_cost',
+  'cached_input_cost',
+  'cache_write_input_cost',
+  'output_cost',
+  'reasoning_cost',
+  'image_cost',
+  'web_search_cost',
+  'request_cost',
+  'total_cost',
+];
 
 const obj = (properties: JsonObject, required = Object.keys(properties)): JsonObject => ({ type: 'object', properties, required });
 
@@ -40,7 +60,11 @@ export function consoleSchemas(): Record<string, JsonObject> {
       range: ref('ConsoleRange'),
       days: { type: 'array', items: day },
       models: { type: 'array', items: { type: 'string' } },
-      series: { type: 'array', items: obj({ day, model: { type: 'string' }, spans: int, cost: money }), description: 'Cost and spans per day and model (the stacked chart).' },
+      series: {
+        type: 'array',
+        items: obj({ day, model: { type: 'string' }, spans: int, cost: money }),
+        description: 'Cost and spans per day and model (the stacked chart).',
+      },
       rows: { type: 'array', items: ref('UsageRow'), description: 'By model, as `usage --by model`.' },
       total: ref('UsageRow'),
       monthToDate: obj({
@@ -78,7 +102,11 @@ export function consoleSchemas(): Record<string, JsonObject> {
       org: ref('ConsoleOrg'),
       range: ref('ConsoleRange'),
       pricesAt: { type: 'string', format: 'date-time', description: 'The instant the unit prices are quoted for: the end of the range, or now.' },
-      rows: { type: 'array', items: { allOf: [ref('UsageRow'), obj({ price: { oneOf: [ref('ConsolePrice'), { type: 'null' }] } })] }, description: 'By model, then provider (subgroup).' },
+      rows: {
+        type: 'array',
+        items: { allOf: [ref('UsageRow'), obj({ price: { oneOf: [ref('ConsolePrice'), { type: 'null' }] } })] },
+        description: 'By model, then provider (subgroup).',
+      },
       total: ref('UsageRow'),
       unpriced: {
         type: 'array',
@@ -169,4 +197,8 @@ export function consolePaths(): Record<string, JsonObject> {
   };
 }
 
-export const consoleSecurityScheme = { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <console token> (trace-ingest console token create); console listener only.' };
+export const consoleSecurityScheme = {
+  type: 'http',
+  scheme: 'bearer',
+  description: 'Authorization: Bearer <console token> (trace-ingest console token create); console listener only.',
+};

@@ -96,7 +96,8 @@ function otlpTracesPath(): JsonObject {
 const otlpSchemas = {
   OtlpExportTraceServiceRequest: {
     type: 'object',
-    description: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest in the OTLP JSON encoding (see opentelemetry-proto). Unknown fields are ignored.',
+    description:
+      'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest in the OTLP JSON encoding (see opentelemetry-proto). Unknown fields are ignored.',
     properties: { resourceSpans: { type: 'array', items: { type: 'object' } } },
   },
   OtlpExportTraceServiceResponse: {
@@ -116,7 +117,10 @@ const otlpSchemas = {
     description: 'google.rpc.Status; `error` repeats `message`, as every error body of this service carries `error`.',
     required: ['code', 'message', 'error'],
     properties: {
-      code: { type: 'integer', description: 'google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED.' },
+      code: {
+        type: 'integer',
+        description: 'google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED.',
+      },
       message: { type: 'string' },
       details: { type: 'array', items: { type: 'object' } },
       error: { type: 'string' },
@@ -132,7 +136,7 @@ export function buildOpenApiDocument(): JsonObject {
       version: 'v1',
       description:
         'Write-path API that receives batches of LLM traces, prices each span per usage dimension and stores one row per span. ' +
-        'A 202 means the batch is in the write-ahead log (fsync\'d unless INGEST_DURABILITY=memory).',
+        "A 202 means the batch is in the write-ahead log (fsync'd unless INGEST_DURABILITY=memory).",
     },
     servers: [{ url: 'http://localhost:4000', description: 'self-hosted default' }],
     security: [{ bearerAuth: [] }, { apiKeyHeader: [] }],
@@ -146,11 +150,17 @@ export function buildOpenApiDocument(): JsonObject {
             'Usage counts are disjoint buckets, each priced at its own unit price: inputTokens excludes cached and cache-write tokens; outputTokens excludes reasoningTokens.',
           requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/IngestPayload' } } } },
           responses: {
-            '202': { description: 'Accepted into the write buffer.', content: { 'application/json': { schema: { $ref: '#/components/schemas/IngestAccepted' } } } },
+            '202': {
+              description: 'Accepted into the write buffer.',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/IngestAccepted' } } },
+            },
             '400': errorResponse('Body is not valid JSON, or the payload fails schema validation (`issues` lists what to fix).'),
             '401': errorResponse('API key missing, invalid or revoked.'),
             '413': errorResponse('Body exceeds INGEST_MAX_BODY_BYTES (after decompression too).'),
-            '429': errorResponse('Rate limit (with Retry-After; retryable) or monthly span quota exceeded (no Retry-After; final until the plan is upgraded).', retryAfter),
+            '429': errorResponse(
+              'Rate limit (with Retry-After; retryable) or monthly span quota exceeded (no Retry-After; final until the plan is upgraded).',
+              retryAfter,
+            ),
             '503': errorResponse('Draining for shutdown, or the write buffer is full; retry after Retry-After or against another replica.', retryAfter),
             '500': errorResponse('Internal error: nothing was accepted; retry with backoff.'),
           },
@@ -166,8 +176,17 @@ export function buildOpenApiDocument(): JsonObject {
           responses: { '200': { description: 'Ready' }, '503': errorResponse('Not ready') },
         },
       },
-      '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'Prometheus text format', content: { 'text/plain': {} } } } } },
-      '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'OpenAPI 3.1 document' } } } },
+      '/metrics': {
+        get: {
+          operationId: 'metrics',
+          summary: 'Prometheus metrics',
+          security: [],
+          responses: { '200': { description: 'Prometheus text format', content: { 'text/plain': {} } } },
+        },
+      },
+      '/openapi.json': {
+        get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'OpenAPI 3.1 document' } } },
+      },
       ...consolePaths(),
     },
     components: {

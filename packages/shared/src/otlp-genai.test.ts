@@ -25,8 +25,21 @@ function one(attributes: OtlpKeyValue[], over: Partial<OtlpSpan> = {}, resource:
 
 describe('usage into disjoint buckets', () => {
   it('subtracts cache reads and writes from input and reasoning from output (conventions count them inside)', () => {
-    const { span: sp } = one([n('gen_ai.usage.input_tokens', 5000), n('gen_ai.usage.cache_read.input_tokens', 3000), n('gen_ai.usage.cache_creation.input_tokens', 1000), n('gen_ai.usage.output_tokens', 800), n('gen_ai.usage.reasoning.output_tokens', 300)]);
-    expect(sp.usage).toEqual({ inputTokens: 1000, cachedInputTokens: 3000, cacheWriteInputTokens: 1000, outputTokens: 500, reasoningTokens: 300, totalTokens: 5800 });
+    const { span: sp } = one([
+      n('gen_ai.usage.input_tokens', 5000),
+      n('gen_ai.usage.cache_read.input_tokens', 3000),
+      n('gen_ai.usage.cache_creation.input_tokens', 1000),
+      n('gen_ai.usage.output_tokens', 800),
+      n('gen_ai.usage.reasoning.output_tokens', 300),
+    ]);
+    expect(sp.usage).toEqual({
+      inputTokens: 1000,
+      cachedInputTokens: 3000,
+      cacheWriteInputTokens: 1000,
+      outputTokens: 500,
+      reasoningTokens: 300,
+      totalTokens: 5800,
+    });
   });
 
   it('takes input smaller than cache reads + writes as already exclusive (Anthropic native counts)', () => {
@@ -35,12 +48,23 @@ describe('usage into disjoint buckets', () => {
   });
 
   it('takes input as exclusive when the reported total says so', () => {
-    const { span: sp } = one([n('gen_ai.usage.input_tokens', 4000), n('gen_ai.usage.cache_read.input_tokens', 1000), n('gen_ai.usage.output_tokens', 100), n('gen_ai.usage.total_tokens', 5100)]);
+    const { span: sp } = one([
+      n('gen_ai.usage.input_tokens', 4000),
+      n('gen_ai.usage.cache_read.input_tokens', 1000),
+      n('gen_ai.usage.output_tokens', 100),
+      n('gen_ai.usage.total_tokens', 5100),
+    ]);
     expect(sp.usage).toEqual({ inputTokens: 4000, cachedInputTokens: 1000, outputTokens: 100, totalTokens: 5100 });
   });
 
   it('never counts a token twice when several alias families are present: the first family wins per count', () => {
-    const { span: sp } = one([n('gen_ai.usage.input_tokens', 100), n('gen_ai.usage.prompt_tokens', 999), n('llm.token_count.prompt', 999), n('ai.usage.promptTokens', 999), n('gen_ai.usage.output_tokens', 7)]);
+    const { span: sp } = one([
+      n('gen_ai.usage.input_tokens', 100),
+      n('gen_ai.usage.prompt_tokens', 999),
+      n('llm.token_count.prompt', 999),
+      n('ai.usage.promptTokens', 999),
+      n('gen_ai.usage.output_tokens', 7),
+    ]);
     expect(sp.usage).toEqual({ inputTokens: 100, outputTokens: 7, totalTokens: 107 });
   });
 
@@ -81,7 +105,12 @@ describe('span fields', () => {
   });
 
   it('prefers the response model and the current provider attribute', () => {
-    const { span: sp } = one([s('gen_ai.request.model', 'gpt-4o'), s('gen_ai.response.model', 'gpt-4o-2024-08-06'), s('gen_ai.system', 'old'), s('gen_ai.provider.name', 'openai')]);
+    const { span: sp } = one([
+      s('gen_ai.request.model', 'gpt-4o'),
+      s('gen_ai.response.model', 'gpt-4o-2024-08-06'),
+      s('gen_ai.system', 'old'),
+      s('gen_ai.provider.name', 'openai'),
+    ]);
     expect(sp).toMatchObject({ modelId: 'gpt-4o-2024-08-06', provider: 'openai' });
   });
 
@@ -110,11 +139,18 @@ describe('span fields', () => {
       ],
     });
     expect(r).toMatchObject({ spans: 1, rejected: 4 });
-    expect(r.rejectReasons.join('\n')).toMatch(/traceId must be 16 bytes[\s\S]*spanId must be 8 bytes[\s\S]*must not be before[\s\S]*nanoseconds since the epoch/);
+    expect(r.rejectReasons.join('\n')).toMatch(
+      /traceId must be 16 bytes[\s\S]*spanId must be 8 bytes[\s\S]*must not be before[\s\S]*nanoseconds since the epoch/,
+    );
   });
 
   it('takes input and output text from the older events and indexed attributes', () => {
-    const ev = one([], { events: [{ name: 'gen_ai.content.prompt', attributes: [s('gen_ai.prompt', 'P')] }, { name: 'gen_ai.content.completion', attributes: [s('gen_ai.completion', 'C')] }] });
+    const ev = one([], {
+      events: [
+        { name: 'gen_ai.content.prompt', attributes: [s('gen_ai.prompt', 'P')] },
+        { name: 'gen_ai.content.completion', attributes: [s('gen_ai.completion', 'C')] },
+      ],
+    });
     expect(ev.span).toMatchObject({ input: 'P', output: 'C' });
     const idx = one([s('gen_ai.prompt.1.content', 'second'), s('gen_ai.prompt.0.role', 'system'), s('gen_ai.prompt.0.content', 'first')]);
     expect(JSON.parse(idx.span.input ?? '')).toEqual([{ role: 'system', content: 'first' }, { content: 'second' }]);
@@ -123,7 +159,10 @@ describe('span fields', () => {
 
   it('an error status gives status error with its message, else the exception event', () => {
     expect(one([], { status: { code: 2, message: 'boom' } }).span).toMatchObject({ status: 'error', errorMessage: 'boom' });
-    expect(one([], { status: { code: 2 }, events: [{ name: 'exception', attributes: [s('exception.message', 'from event')] }] }).span).toMatchObject({ status: 'error', errorMessage: 'from event' });
+    expect(one([], { status: { code: 2 }, events: [{ name: 'exception', attributes: [s('exception.message', 'from event')] }] }).span).toMatchObject({
+      status: 'error',
+      errorMessage: 'from event',
+    });
     expect(one([], { status: { code: 1 } }).span.status).toBeUndefined();
   });
 });
@@ -171,7 +210,13 @@ describe('trace fields', () => {
     const root = span([s('gen_ai.agent.name', 'planner'), s('session.id', 'sess'), s('enduser.id', 'cust')], { name: 'root op' });
     const child = span([], { parentSpanId: root.spanId ?? null });
     const r = mapExportRequest({ resourceSpans: [{ resource: { attributes: [s('service.name', 'svc')] }, scopeSpans: [{ spans: [child, root] }] }] });
-    expect(r.traces[0]).toMatchObject({ traceName: 'root op', agentName: 'planner', sessionId: 'sess', customer: { id: 'cust' }, metadata: { 'service.name': 'svc' } });
+    expect(r.traces[0]).toMatchObject({
+      traceName: 'root op',
+      agentName: 'planner',
+      sessionId: 'sess',
+      customer: { id: 'cust' },
+      metadata: { 'service.name': 'svc' },
+    });
     expect(one([], { parentSpanId: Buffer.alloc(8, 9) }).trace.traceName).toBe('svc');
     expect(one([], { parentSpanId: Buffer.alloc(8, 9) }, []).trace.traceName).toBe('unknown_service');
   });

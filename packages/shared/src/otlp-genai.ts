@@ -96,10 +96,26 @@ const PROVIDER_KEYS = ['gen_ai.provider.name', 'gen_ai.system', 'llm.provider', 
 
 /** Each usage count, by alias family: current conventions, older conventions, OpenInference, Vercel AI SDK. */
 const INPUT_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.inputTokens', 'ai.usage.promptTokens'];
-const OUTPUT_KEYS = ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', 'ai.usage.outputTokens', 'ai.usage.completionTokens'];
-const CACHE_READ_KEYS = ['gen_ai.usage.cache_read.input_tokens', 'gen_ai.usage.cache_read_input_tokens', 'llm.token_count.prompt_details.cache_read', 'ai.usage.cachedInputTokens'];
+const OUTPUT_KEYS = [
+  'gen_ai.usage.output_tokens',
+  'gen_ai.usage.completion_tokens',
+  'llm.token_count.completion',
+  'ai.usage.outputTokens',
+  'ai.usage.completionTokens',
+];
+const CACHE_READ_KEYS = [
+  'gen_ai.usage.cache_read.input_tokens',
+  'gen_ai.usage.cache_read_input_tokens',
+  'llm.token_count.prompt_details.cache_read',
+  'ai.usage.cachedInputTokens',
+];
 const CACHE_WRITE_KEYS = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.usage.cache_creation_input_tokens', 'llm.token_count.prompt_details.cache_write'];
-const REASONING_KEYS = ['gen_ai.usage.reasoning.output_tokens', 'gen_ai.usage.reasoning_tokens', 'llm.token_count.completion_details.reasoning', 'ai.usage.reasoningTokens'];
+const REASONING_KEYS = [
+  'gen_ai.usage.reasoning.output_tokens',
+  'gen_ai.usage.reasoning_tokens',
+  'llm.token_count.completion_details.reasoning',
+  'ai.usage.reasoningTokens',
+];
 const TOTAL_KEYS = ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens', 'llm.token_count.total', 'ai.usage.totalTokens'];
 const USAGE_KEYS = [INPUT_KEYS, OUTPUT_KEYS, CACHE_READ_KEYS, CACHE_WRITE_KEYS, REASONING_KEYS, TOTAL_KEYS].flat();
 const USAGE_KEY_SET = new Set(USAGE_KEYS);
@@ -497,7 +513,8 @@ function textsFromEvents(events: readonly OtlpEvent[] | null | undefined): { inp
 
 function eventBody(role: string, a: Attrs): Record<string, unknown> {
   const o: Record<string, unknown> = { role };
-  for (const kv of a.list) if (typeof kv.key === 'string' && kv.key !== 'gen_ai.system' && kv.key !== 'gen_ai.provider.name') o[kv.key] = anyValueToJs(kv.value);
+  for (const kv of a.list)
+    if (typeof kv.key === 'string' && kv.key !== 'gen_ai.system' && kv.key !== 'gen_ai.provider.name') o[kv.key] = anyValueToJs(kv.value);
   return o;
 }
 
@@ -534,8 +551,10 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   const tid = s.traceId;
   const sid = s.spanId;
   const traceId = hex(tid);
-  if (tid === null || tid === undefined || tid.length !== 16 || allZero(tid)) return { traceId, isRoot: false, reject: 'traceId must be 16 bytes, not all zero (32 hex characters in JSON)' };
-  if (sid === null || sid === undefined || sid.length !== 8 || allZero(sid)) return { traceId, isRoot: false, reject: 'spanId must be 8 bytes, not all zero (16 hex characters in JSON)' };
+  if (tid === null || tid === undefined || tid.length !== 16 || allZero(tid))
+    return { traceId, isRoot: false, reject: 'traceId must be 16 bytes, not all zero (32 hex characters in JSON)' };
+  if (sid === null || sid === undefined || sid.length !== 8 || allZero(sid))
+    return { traceId, isRoot: false, reject: 'spanId must be 8 bytes, not all zero (16 hex characters in JSON)' };
   const startTime = nanosToMillis(s.startTimeUnixNano);
   const endTime = nanosToMillis(s.endTimeUnixNano);
   if (startTime === undefined || endTime === undefined || startTime > MAX_EPOCH_MS || endTime > MAX_EPOCH_MS) {

@@ -62,7 +62,14 @@ describe('PriceEngine with the catalog', () => {
   });
 
   it('prices cache writes at their own rate (Anthropic)', () => {
-    const c = engine.price(span({ provider: 'anthropic', modelId: 'claude-sonnet-4-20250514', usage: { inputTokens: 1000, cacheWriteInputTokens: 2000, cachedInputTokens: 10_000, outputTokens: 500 } }), 'o');
+    const c = engine.price(
+      span({
+        provider: 'anthropic',
+        modelId: 'claude-sonnet-4-20250514',
+        usage: { inputTokens: 1000, cacheWriteInputTokens: 2000, cachedInputTokens: 10_000, outputTokens: 500 },
+      }),
+      'o',
+    );
     // 1000 × 3 + 2000 × 3.75 + 10000 × 0.30 + 500 × 15, per million
     expect(c).toMatchObject({ input_cost: '0.003', cache_write_input_cost: '0.0075', cached_input_cost: '0.003', output_cost: '0.0075', total_cost: '0.021' });
   });
@@ -76,7 +83,10 @@ describe('PriceEngine with the catalog', () => {
   it('picks the long-context tier of gemini-2.5-pro on the whole prompt', () => {
     const under = engine.price(span({ provider: 'google', modelId: 'gemini-2.5-pro', usage: { inputTokens: 200_000, outputTokens: 1000 } }), 'o');
     expect(under).toMatchObject({ input_cost: '0.25', output_cost: '0.01' });
-    const over = engine.price(span({ provider: 'google', modelId: 'gemini-2.5-pro', usage: { inputTokens: 150_000, cachedInputTokens: 60_000, outputTokens: 1000 } }), 'o');
+    const over = engine.price(
+      span({ provider: 'google', modelId: 'gemini-2.5-pro', usage: { inputTokens: 150_000, cachedInputTokens: 60_000, outputTokens: 1000 } }),
+      'o',
+    );
     // 210k input in all: 150k × 2.50 + 60k × 0.25 + 1000 × 15, per million
     expect(over).toMatchObject({ input_cost: '0.375', cached_input_cost: '0.015', output_cost: '0.015', total_cost: '0.405' });
   });
@@ -91,7 +101,10 @@ describe('PriceEngine with the catalog', () => {
 
   it('applies time-of-day prices (DeepSeek off-peak) by half-hour', () => {
     const offPeak = Date.UTC(2026, 0, 15, 17, 0, 0);
-    const c = engine.price(span({ provider: 'deepseek', modelId: 'deepseek-chat', usage: { inputTokens: M, outputTokens: M }, startTime: offPeak, endTime: offPeak }), 'o');
+    const c = engine.price(
+      span({ provider: 'deepseek', modelId: 'deepseek-chat', usage: { inputTokens: M, outputTokens: M }, startTime: offPeak, endTime: offPeak }),
+      'o',
+    );
     expect([c.input_cost, c.output_cost]).toEqual(['0.135', '0.55']);
   });
 
@@ -112,25 +125,51 @@ describe('PriceEngine with the catalog', () => {
 });
 
 describe('PriceEngine overrides', () => {
-  const base: Omit<PriceOverride, 'id' | 'orgId'> = { provider: '', model: 'gpt-4o', validFrom: 0, inputPerMtok: '1', outputPerMtok: '2', cachedInputPerMtok: null, cacheWriteInputPerMtok: null, reasoningPerMtok: null, imageEach: null, webSearchEach: null, requestEach: null };
+  const base: Omit<PriceOverride, 'id' | 'orgId'> = {
+    provider: '',
+    model: 'gpt-4o',
+    validFrom: 0,
+    inputPerMtok: '1',
+    outputPerMtok: '2',
+    cachedInputPerMtok: null,
+    cacheWriteInputPerMtok: null,
+    reasoningPerMtok: null,
+    imageEach: null,
+    webSearchEach: null,
+    requestEach: null,
+  };
   const usage = { inputTokens: M, outputTokens: M, cachedInputTokens: M };
 
   it('org override > global override > catalog, and falls back visibly', async () => {
-    const engine = await PriceEngine.create({ overrides: [{ ...base, id: 'g', orgId: '' }, { ...base, id: 'a', orgId: 'org-a', inputPerMtok: '0.5', outputPerMtok: '0.75', cachedInputPerMtok: '0.1' }] });
+    const engine = await PriceEngine.create({
+      overrides: [
+        { ...base, id: 'g', orgId: '' },
+        { ...base, id: 'a', orgId: 'org-a', inputPerMtok: '0.5', outputPerMtok: '0.75', cachedInputPerMtok: '0.1' },
+      ],
+    });
     const a = engine.price(span({ modelId: 'gpt-4o', usage }), 'org-a');
     expect(a).toMatchObject({ input_cost: '0.5', cached_input_cost: '0.1', output_cost: '0.75', price_source: 'override:a' });
     const b = engine.price(span({ modelId: 'gpt-4o', usage }), 'org-b');
     // No cached price in the global override: cache reads are billed as input.
     expect(b).toMatchObject({ input_cost: '1', cached_input_cost: '1', output_cost: '2', price_source: 'override:g' });
-    expect(engine.quote({ orgId: 'org-b', model: 'gpt-4o', at: NOON })?.fallbacks).toEqual({ cachedInput: 'input', cacheWriteInput: 'input', reasoning: 'output' });
+    expect(engine.quote({ orgId: 'org-b', model: 'gpt-4o', at: NOON })?.fallbacks).toEqual({
+      cachedInput: 'input',
+      cacheWriteInput: 'input',
+      reasoning: 'output',
+    });
     engine.setOverrides([]);
     expect(engine.price(span({ modelId: 'gpt-4o', usage }), 'org-a').price_source).toMatch(/^catalog:/);
   });
 
   it('prices a self-hosted model only from its override, from its start date', async () => {
     const from = Date.UTC(2026, 0, 1);
-    const engine = await PriceEngine.create({ overrides: [{ ...base, id: 'x', orgId: '', provider: 'vllm', model: 'my-llama', validFrom: from, requestEach: '0.001' }] });
-    expect(engine.price(span({ provider: 'vllm', modelId: 'my-llama', usage: { requestCount: 2 } }), 'o')).toMatchObject({ request_cost: '0.002', priced: true });
+    const engine = await PriceEngine.create({
+      overrides: [{ ...base, id: 'x', orgId: '', provider: 'vllm', model: 'my-llama', validFrom: from, requestEach: '0.001' }],
+    });
+    expect(engine.price(span({ provider: 'vllm', modelId: 'my-llama', usage: { requestCount: 2 } }), 'o')).toMatchObject({
+      request_cost: '0.002',
+      priced: true,
+    });
     expect(engine.price(span({ provider: 'other', modelId: 'my-llama', usage: { requestCount: 2 } }), 'o').priced).toBe(false);
     expect(engine.price(span({ provider: 'vllm', modelId: 'my-llama', startTime: from - 1, endTime: from }), 'o').priced).toBe(false);
   });
@@ -141,7 +180,18 @@ describe('PRICE_CATALOG_FILE', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cat-'));
     onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'data.json');
-    fs.writeFileSync(file, JSON.stringify([{ id: 'acme', name: 'Acme', api_pattern: 'acme', model_match: { starts_with: 'acme-' }, models: [{ id: 'acme-1', match: { equals: 'acme-1' }, prices: { input_mtok: 4, output_mtok: 8 } }] }]));
+    fs.writeFileSync(
+      file,
+      JSON.stringify([
+        {
+          id: 'acme',
+          name: 'Acme',
+          api_pattern: 'acme',
+          model_match: { starts_with: 'acme-' },
+          models: [{ id: 'acme-1', match: { equals: 'acme-1' }, prices: { input_mtok: 4, output_mtok: 8 } }],
+        },
+      ]),
+    );
     const engine = await PriceEngine.create({ catalogFile: file });
     expect(engine.catalogVersion).toMatch(/^file:[0-9a-f]{12}$/);
     expect(engine.price(span({ modelId: 'acme-1', usage: { inputTokens: M, outputTokens: M } }), 'o')).toMatchObject({ input_cost: '4', output_cost: '8' });

@@ -5,7 +5,10 @@ import type { Span, Trace } from '@trace-ingest/shared/schema';
 
 // Text that exercises escaping: quotes, backslashes, control characters,
 // U+2028, astral code points and lone surrogates (stored as U+FFFD).
-const text = fc.string({ unit: fc.oneof(fc.constantFrom('a', '"', '\\', '\n', '\u0000', '\u2028', '😀', '\ud800', '\udc00', 'é'), fc.string({ unit: 'binary', maxLength: 1 })), maxLength: 8 });
+const text = fc.string({
+  unit: fc.oneof(fc.constantFrom('a', '"', '\\', '\n', '\u0000', '\u2028', '😀', '\ud800', '\udc00', 'é'), fc.string({ unit: 'binary', maxLength: 1 })),
+  maxLength: 8,
+});
 const count = fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER));
 const metadata = fc.dictionary(fc.oneof(text, fc.constantFrom('__proto__', 'constructor')), text, { maxKeys: 4 }).map((m) => {
   // Own keys as JSON.parse makes them, "__proto__" included.
@@ -117,7 +120,13 @@ describe('encodeSpanLine', () => {
 describe('utcDay', () => {
   it('is the UTC calendar day, also when consecutive calls change day', () => {
     const d = Date.UTC(2026, 0, 1);
-    expect([utcDay(d - 1), utcDay(d), utcDay(d + 86_399_999), utcDay(d + 86_400_000), utcDay(d - 1)]).toEqual(['2025-12-31', '2026-01-01', '2026-01-01', '2026-01-02', '2025-12-31']);
+    expect([utcDay(d - 1), utcDay(d), utcDay(d + 86_399_999), utcDay(d + 86_400_000), utcDay(d - 1)]).toEqual([
+      '2025-12-31',
+      '2026-01-01',
+      '2026-01-01',
+      '2026-01-02',
+      '2025-12-31',
+    ]);
     expect(utcDay(Date.UTC(9999, 11, 31, 23, 59, 59, 999))).toBe('9999-12-31');
     expect(utcDay(0)).toBe('1970-01-01');
   });

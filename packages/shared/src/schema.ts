@@ -73,12 +73,20 @@ export const CustomerSchema = z
 
 export const UsageSchema = z
   .strictObject({
-    inputTokens: count.optional().meta({ description: 'Uncached input tokens (excludes cachedInputTokens and cacheWriteInputTokens). Priced at the input rate.' }),
+    inputTokens: count
+      .optional()
+      .meta({ description: 'Uncached input tokens (excludes cachedInputTokens and cacheWriteInputTokens). Priced at the input rate.' }),
     outputTokens: count.optional().meta({ description: 'Output tokens excluding reasoningTokens. Priced at the output rate.' }),
     totalTokens: count.optional().meta({ description: 'Stored as sent; not priced.' }),
-    reasoningTokens: count.optional().meta({ description: 'Reasoning tokens, disjoint from outputTokens. Priced at the reasoning rate, else the output rate.' }),
-    cachedInputTokens: count.optional().meta({ description: 'Input tokens read from the prompt cache, disjoint from inputTokens. Priced at the cache-read rate.' }),
-    cacheWriteInputTokens: count.optional().meta({ description: 'Input tokens written to the prompt cache, disjoint from inputTokens. Priced at the cache-write rate.' }),
+    reasoningTokens: count
+      .optional()
+      .meta({ description: 'Reasoning tokens, disjoint from outputTokens. Priced at the reasoning rate, else the output rate.' }),
+    cachedInputTokens: count
+      .optional()
+      .meta({ description: 'Input tokens read from the prompt cache, disjoint from inputTokens. Priced at the cache-read rate.' }),
+    cacheWriteInputTokens: count
+      .optional()
+      .meta({ description: 'Input tokens written to the prompt cache, disjoint from inputTokens. Priced at the cache-write rate.' }),
     imageCount: count.optional().meta({ description: 'Images generated or read; priced per image.' }),
     webSearchCount: count.optional().meta({ description: 'Web search calls; priced per call.' }),
     requestCount: count.optional().meta({ description: 'Requests; priced per request.' }),
@@ -212,9 +220,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out === '' ? '(root)' : out;
 }
 
-export type ValidationResult =
-  | { ok: true; value: IngestPayload }
-  | { ok: false; issues: ValidationIssue[] };
+export type ValidationResult = { ok: true; value: IngestPayload } | { ok: false; issues: ValidationIssue[] };
 
 /** Validate a parsed JSON value against the v1 contract with zod. */
 export function validatePayload(input: unknown): ValidationResult {

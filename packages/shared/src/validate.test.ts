@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { validateIngest } from '@trace-ingest/shared/validate';
 
 const span = { spanId: 's1', spanType: 'llm', name: 'call', startTime: 1, endTime: 2 };
-const payload = (trace: Record<string, unknown>, s: Record<string, unknown> = {}) => ({ version: 'v1', traces: [{ traceId: 't1', traceName: 'x', spans: [{ ...span, ...s }], ...trace }] });
+const payload = (trace: Record<string, unknown>, s: Record<string, unknown> = {}) => ({
+  version: 'v1',
+  traces: [{ traceId: 't1', traceName: 'x', spans: [{ ...span, ...s }], ...trace }],
+});
 
 describe('validateIngest string lengths (code points, decided by length where it can be)', () => {
   it.each([

@@ -1,7 +1,15 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { ingestPayloadJsonSchema } from './openapi.js';
-import { codePointLength, formatPath, MAX_REPORTED_ISSUES, validatePayload, type IngestPayload, type ValidationIssue, type ValidationResult } from './schema.js';
+import {
+  codePointLength,
+  formatPath,
+  MAX_REPORTED_ISSUES,
+  validatePayload,
+  type IngestPayload,
+  type ValidationIssue,
+  type ValidationResult,
+} from './schema.js';
 
 /**
  * Validation on the hot path: a compiled JSON Schema validator (ajv) built
@@ -33,8 +41,20 @@ export function createAjv(): Ajv2020 {
   // large batch cost ~8 us per span.
   ajv.removeKeyword('maxLength');
   ajv.removeKeyword('minLength');
-  ajv.addKeyword({ keyword: 'maxLength', type: 'string', schemaType: 'number', errors: false, validate: (max: number, s: string) => s.length <= max || codePointLength(s) <= max });
-  ajv.addKeyword({ keyword: 'minLength', type: 'string', schemaType: 'number', errors: false, validate: (min: number, s: string) => s.length >= 2 * min || codePointLength(s) >= min });
+  ajv.addKeyword({
+    keyword: 'maxLength',
+    type: 'string',
+    schemaType: 'number',
+    errors: false,
+    validate: (max: number, s: string) => s.length <= max || codePointLength(s) <= max,
+  });
+  ajv.addKeyword({
+    keyword: 'minLength',
+    type: 'string',
+    schemaType: 'number',
+    errors: false,
+    validate: (min: number, s: string) => s.length >= 2 * min || codePointLength(s) >= min,
+  });
   return ajv;
 }
 
@@ -58,6 +78,9 @@ export function validateIngest(value: unknown): ValidationResult {
 }
 
 function ajvIssue(e: ErrorObject): ValidationIssue {
-  const parts = e.instancePath.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const parts = e.instancePath
+    .split('/')
+    .slice(1)
+    .map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
   return { path: formatPath(parts.map((p) => (/^\d+$/.test(p) ? Number(p) : p))), message: e.message ?? 'is invalid', code: e.keyword };
 }

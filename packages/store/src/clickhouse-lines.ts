@@ -4,7 +4,17 @@
  */
 
 // In table order, as encodeRow writes them: contiguous, `"<name>":"<decimal>"`.
-const COST_KEYS = ['input_cost', 'output_cost', 'reasoning_cost', 'cached_input_cost', 'cache_write_input_cost', 'image_cost', 'web_search_cost', 'request_cost', 'total_cost'].map((c) => Buffer.from(`"${c}":"`));
+const COST_KEYS = [
+  'input_cost',
+  'output_cost',
+  'reasoning_cost',
+  'cached_input_cost',
+  'cache_write_input_cost',
+  'image_cost',
+  'web_search_cost',
+  'request_cost',
+  'total_cost',
+].map((c) => Buffer.from(`"${c}":"`));
 const FIRST_COST = COST_KEYS[0] as Buffer;
 const QUOTE = 0x22;
 const COMMA = 0x2c;

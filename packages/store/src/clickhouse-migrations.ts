@@ -67,7 +67,8 @@ export async function rows<T>(client: ClickHouseExecutor, query: string): Promis
  */
 export async function applyClickHouseMigrations(client: ClickHouseExecutor, database: string, logger?: ClickHouseLogger): Promise<string[]> {
   const [info] = await rows<{ db: string; v: string }>(client, 'SELECT currentDatabase() AS db, version() AS v');
-  if (info === undefined || info.db !== database) throw new Error(`ClickHouse client is connected to database ${JSON.stringify(info?.db)}, not ${JSON.stringify(database)}`);
+  if (info === undefined || info.db !== database)
+    throw new Error(`ClickHouse client is connected to database ${JSON.stringify(info?.db)}, not ${JSON.stringify(database)}`);
   const rules = serverRules(info.v);
   const run = async (stmt: string) => {
     try {
@@ -79,16 +80,25 @@ export async function applyClickHouseMigrations(client: ClickHouseExecutor, data
   };
   await run(MIGRATIONS_TABLE_DDL);
   // Databases migrated before checksums were recorded lack the column.
-  const [hasChecksum] = await rows<{ n: number | string }>(client, "SELECT count() AS n FROM system.columns WHERE database = currentDatabase() AND table = 'schema_migrations' AND name = 'checksum'");
+  const [hasChecksum] = await rows<{ n: number | string }>(
+    client,
+    "SELECT count() AS n FROM system.columns WHERE database = currentDatabase() AND table = 'schema_migrations' AND name = 'checksum'",
+  );
   if (Number(hasChecksum?.n) === 0) await run('ALTER TABLE schema_migrations ADD COLUMN checksum String');
   const recorded = new Map(
-    (await rows<{ version: string; checksum: string }>(client, 'SELECT version, any(checksum) AS checksum FROM schema_migrations GROUP BY version')).map((r) => [r.version, r.checksum]),
+    (await rows<{ version: string; checksum: string }>(client, 'SELECT version, any(checksum) AS checksum FROM schema_migrations GROUP BY version')).map(
+      (r) => [r.version, r.checksum],
+    ),
   );
   const applied: string[] = [];
   for (const m of await loadClickHouseMigrations()) {
     const seen = recorded.get(m.version);
     if (seen !== undefined) {
-      if (seen !== m.checksum) logger?.warn({ version: m.version, recorded: seen, file: m.checksum }, 'ClickHouse migration file changed after it was applied; it is not applied again');
+      if (seen !== m.checksum)
+        logger?.warn(
+          { version: m.version, recorded: seen, file: m.checksum },
+          'ClickHouse migration file changed after it was applied; it is not applied again',
+        );
       continue;
     }
     for (const stmt of m.statements) await run(stmt);

@@ -12,7 +12,8 @@ export function quoteString(s: string): string {
     let esc: string | undefined;
     if (c === 0x27) esc = "\\'";
     else if (c === 0x5c) esc = '\\\\';
-    else if (c < 0x20 || c === 0x7f) esc = c === 0x0a ? '\\n' : c === 0x0d ? '\\r' : c === 0x09 ? '\\t' : c === 0 ? '\\0' : `\\x${c.toString(16).padStart(2, '0')}`;
+    else if (c < 0x20 || c === 0x7f)
+      esc = c === 0x0a ? '\\n' : c === 0x0d ? '\\r' : c === 0x09 ? '\\t' : c === 0 ? '\\0' : `\\x${c.toString(16).padStart(2, '0')}`;
     if (esc !== undefined) {
       out += s.slice(from, i) + esc;
       from = i + 1;

@@ -127,7 +127,12 @@ describe('unquoteCosts', () => {
 
   it('leaves look-alikes inside string values untouched', () => {
     const hostile = '"input_cost":"1" \\"total_cost\\":\\"2\\" x_cost":"3"';
-    const row = spanToRow({ traceId: 't', traceName: hostile, spans: [span] }, { ...span, input: hostile }, { orgId: 'o', keyPrefix: 'k', receivedAt: 3 }, UNPRICED);
+    const row = spanToRow(
+      { traceId: 't', traceName: hostile, spans: [span] },
+      { ...span, input: hostile },
+      { orgId: 'o', keyPrefix: 'k', receivedAt: 3 },
+      UNPRICED,
+    );
     const line = encodeRow(row);
     const out = unquoteCosts(line);
     const parsed = JSON.parse(out) as Record<string, unknown>;
@@ -137,8 +142,12 @@ describe('unquoteCosts', () => {
   });
 
   it('unquotes only the costs in table order, line by line', () => {
-    const lines = ['{"a":"1"}', '{"input_cost":"1","output_cost":"2.5","x":"3"}', '{"output_cost":"9","input_cost":"-1"}', '{"input_cost":"1e5"}', ''].join('\n');
-    expect(unquoteCosts(lines)).toBe(['{"a":"1"}', '{"input_cost":1,"output_cost":2.5,"x":"3"}', '{"output_cost":"9","input_cost":-1}', '{"input_cost":"1e5"}', ''].join('\n'));
+    const lines = ['{"a":"1"}', '{"input_cost":"1","output_cost":"2.5","x":"3"}', '{"output_cost":"9","input_cost":"-1"}', '{"input_cost":"1e5"}', ''].join(
+      '\n',
+    );
+    expect(unquoteCosts(lines)).toBe(
+      ['{"a":"1"}', '{"input_cost":1,"output_cost":2.5,"x":"3"}', '{"output_cost":"9","input_cost":-1}', '{"input_cost":"1e5"}', ''].join('\n'),
+    );
   });
 
   it('returns the same buffer when there is nothing to change', () => {
@@ -149,7 +158,10 @@ describe('unquoteCosts', () => {
 
 describe('migrations', () => {
   it('splits statements and drops comment lines', () => {
-    expect(splitStatements('-- a; b\nCREATE TABLE a (x String); \nCREATE TABLE b (y String)\n;\n-- end;\n')).toEqual(['CREATE TABLE a (x String)', 'CREATE TABLE b (y String)']);
+    expect(splitStatements('-- a; b\nCREATE TABLE a (x String); \nCREATE TABLE b (y String)\n;\n-- end;\n')).toEqual([
+      'CREATE TABLE a (x String)',
+      'CREATE TABLE b (y String)',
+    ]);
   });
 
   it('loads the numbered files of migrations/clickhouse in order', async () => {

@@ -12,7 +12,13 @@ export { bindParams, quoteIdentifier, quoteString, sqlLiteral } from './clickhou
 export { unquoteCosts } from './clickhouse-lines.js';
 export { ddlSettingsFor, needsUnquotedCosts, serverRules } from './clickhouse-versions.js';
 export { clickHouseErrorCode } from './clickhouse-errors.js';
-export { applyClickHouseMigrations, loadClickHouseMigrations, splitStatements, type ClickHouseExecutor, type ClickHouseLogger } from './clickhouse-migrations.js';
+export {
+  applyClickHouseMigrations,
+  loadClickHouseMigrations,
+  splitStatements,
+  type ClickHouseExecutor,
+  type ClickHouseLogger,
+} from './clickhouse-migrations.js';
 
 export interface ClickHouseSpanStoreOptions {
   /** e.g. http://default:@127.0.0.1:8123/trace_ingest; the path names the database. */
@@ -128,7 +134,8 @@ export class ClickHouseSpanStore implements SpanStore {
       await new Promise<void>((resolve, reject) => res.stream.once('end', resolve).once('error', reject).resume());
     } catch (e) {
       const code = clickHouseErrorCode(e, this.rules.typedErrors);
-      if (code !== undefined && REJECTED_CODES.has(code)) throw new SpanStoreRejectedError(`ClickHouse refused the rows: ${(e as Error).message.split('\n')[0] ?? ''}`, { cause: e });
+      if (code !== undefined && REJECTED_CODES.has(code))
+        throw new SpanStoreRejectedError(`ClickHouse refused the rows: ${(e as Error).message.split('\n')[0] ?? ''}`, { cause: e });
       throw e;
     }
   }

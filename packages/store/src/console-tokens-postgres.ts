@@ -86,7 +86,9 @@ export class PostgresConsoleTokenDriver implements ConsoleTokenDriver {
         })
         .from(consoleTokens)
         .leftJoin(orgs, eq(orgs.id, consoleTokens.orgId));
-      return match === undefined ? q.orderBy(asc(consoleTokens.createdAt)) : q.where(or(eq(consoleTokens.id, match), eq(consoleTokens.prefix, match))).orderBy(asc(consoleTokens.createdAt));
+      return match === undefined
+        ? q.orderBy(asc(consoleTokens.createdAt))
+        : q.where(or(eq(consoleTokens.id, match), eq(consoleTokens.prefix, match))).orderBy(asc(consoleTokens.createdAt));
     });
   }
 

@@ -61,7 +61,13 @@ export class SqliteConsoleTokenDriver implements ConsoleTokenDriver {
       })
       .from(consoleTokens)
       .leftJoin(orgs, eq(orgs.id, consoleTokens.orgId));
-    const rows = match === undefined ? q.orderBy(asc(consoleTokens.createdAt)).all() : q.where(or(eq(consoleTokens.id, match), eq(consoleTokens.prefix, match))).orderBy(asc(consoleTokens.createdAt)).all();
+    const rows =
+      match === undefined
+        ? q.orderBy(asc(consoleTokens.createdAt)).all()
+        : q
+            .where(or(eq(consoleTokens.id, match), eq(consoleTokens.prefix, match)))
+            .orderBy(asc(consoleTokens.createdAt))
+            .all();
     return Promise.resolve(rows);
   }
 

@@ -56,7 +56,10 @@ export class PostgresControlDriver implements ControlDriver {
       application_name: 'trace-ingest',
       options: [parsed.options, `-c search_path=${this.schema}`].filter((o) => o !== '').join(' '),
       // Counts and instants are bigint columns holding safe integers: numbers, for this pool only.
-      types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format))) as typeof pg.types.getTypeParser },
+      types: {
+        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+          oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+      },
     };
   }
 

@@ -10,7 +10,20 @@ import type { KeyStore } from './key-store.js';
  * empty database (and registers its teardown).
  */
 export function controlStoreContract(fresh: () => Promise<KeyStore>): void {
-  const base = { orgId: '', provider: '', model: 'my-model', validFrom: 0, inputPerMtok: '1', outputPerMtok: '2', cachedInputPerMtok: null, cacheWriteInputPerMtok: null, reasoningPerMtok: null, imageEach: null, webSearchEach: null, requestEach: null };
+  const base = {
+    orgId: '',
+    provider: '',
+    model: 'my-model',
+    validFrom: 0,
+    inputPerMtok: '1',
+    outputPerMtok: '2',
+    cachedInputPerMtok: null,
+    cacheWriteInputPerMtok: null,
+    reasoningPerMtok: null,
+    imageEach: null,
+    webSearchEach: null,
+    requestEach: null,
+  };
 
   it('has a default plan after migrating, and migrating again changes nothing', async () => {
     const store = await fresh();
@@ -29,9 +42,19 @@ export function controlStoreContract(fresh: () => Promise<KeyStore>): void {
     expect(created.key).toMatch(/^ti_[A-Za-z0-9_-]{43}$/);
     expect(created.prefix).toBe(created.key.slice(0, 12));
     const resolved = await store.resolveKeyHash(hashApiKey(created.key));
-    expect(resolved).toEqual({ keyId: created.id, prefix: created.prefix, orgId: created.orgId, orgName: 'acme', planName: 'default', monthlySpans: 100_000_000, rateLimitRps: 1000 });
+    expect(resolved).toEqual({
+      keyId: created.id,
+      prefix: created.prefix,
+      orgId: created.orgId,
+      orgName: 'acme',
+      planName: 'default',
+      monthlySpans: 100_000_000,
+      rateLimitRps: 1000,
+    });
     const listed = await store.listKeys();
-    expect(listed).toEqual([{ id: created.id, orgId: created.orgId, orgName: 'acme', name: 'ci', prefix: created.prefix, createdAt: created.createdAt, revokedAt: null }]);
+    expect(listed).toEqual([
+      { id: created.id, orgId: created.orgId, orgName: 'acme', name: 'ci', prefix: created.prefix, createdAt: created.createdAt, revokedAt: null },
+    ]);
     expect(JSON.stringify(listed)).not.toContain(created.key);
     const revoked = await store.revokeKey(created.prefix);
     expect(typeof revoked.revokedAt).toBe('number');

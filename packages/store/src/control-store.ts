@@ -144,10 +144,13 @@ export class ControlStore implements KeyStore {
     await this.driver.open();
     try {
       // Several processes may seed at once: the insert of the loser does nothing.
-      await this.driver.all(
-        `INSERT INTO plans (id, name, monthly_spans, rate_limit_rps, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-        ['plan_default', DEFAULT_PLAN.name, DEFAULT_PLAN.monthlySpans, DEFAULT_PLAN.rateLimitRps, Date.now()],
-      );
+      await this.driver.all(`INSERT INTO plans (id, name, monthly_spans, rate_limit_rps, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, [
+        'plan_default',
+        DEFAULT_PLAN.name,
+        DEFAULT_PLAN.monthlySpans,
+        DEFAULT_PLAN.rateLimitRps,
+        Date.now(),
+      ]);
     } catch (e) {
       await this.driver.close();
       throw e;

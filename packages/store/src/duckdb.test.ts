@@ -124,10 +124,22 @@ describe('DuckDbSpanStore', () => {
   });
 
   it('keeps the first copy of a span met again, within a batch or across batches, and the new spans beside it', async () => {
-    const first = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-1', spans: [makeSpan({ spanId: 'a' }), makeSpan({ spanId: 'b' })] })] }), ctx, () => UNPRICED);
+    const first = payloadToRows(
+      makePayload({ traces: [makeTrace({ traceId: 't-1', spans: [makeSpan({ spanId: 'a' }), makeSpan({ spanId: 'b' })] })] }),
+      ctx,
+      () => UNPRICED,
+    );
     const later = { ...ctx, receivedAt: ctx.receivedAt + 1000 };
-    const again = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-1', spans: [makeSpan({ spanId: 'b' }), makeSpan({ spanId: 'c' })] })] }), later, () => UNPRICED);
-    const twiceInOne = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-2', spans: [makeSpan({ spanId: 'd' }), makeSpan({ spanId: 'd', name: 'second' })] })] }), later, () => UNPRICED);
+    const again = payloadToRows(
+      makePayload({ traces: [makeTrace({ traceId: 't-1', spans: [makeSpan({ spanId: 'b' }), makeSpan({ spanId: 'c' })] })] }),
+      later,
+      () => UNPRICED,
+    );
+    const twiceInOne = payloadToRows(
+      makePayload({ traces: [makeTrace({ traceId: 't-2', spans: [makeSpan({ spanId: 'd' }), makeSpan({ spanId: 'd', name: 'second' })] })] }),
+      later,
+      () => UNPRICED,
+    );
     const fresh = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't-3', spans: [makeSpan({ spanId: 'e' })] })] }), later, () => UNPRICED);
     await store.insertLines(lines(first), 2);
     await store.insertLines(lines(again), 2); // conflicts with a stored span
@@ -173,7 +185,9 @@ describe('DuckDbSpanStore', () => {
     const payload = makePayload({ traces: Array.from({ length: 20 }, () => makeTrace({ spans: Array.from({ length: 1000 }, () => makeSpan()) })) });
     const rows = payloadToRows(payload, ctx, () => UNPRICED);
     await store.insertLines(lines(rows), rows.length);
-    const [r] = await store.query("SELECT count(DISTINCT row_group_id)::INTEGER AS groups, max(count)::INTEGER AS largest FROM pragma_storage_info('spans') WHERE segment_type <> 'VALIDITY'");
+    const [r] = await store.query(
+      "SELECT count(DISTINCT row_group_id)::INTEGER AS groups, max(count)::INTEGER AS largest FROM pragma_storage_info('spans') WHERE segment_type <> 'VALIDITY'",
+    );
     // With DuckDB's default (122,880 rows) these 20,000 rows would be one group.
     expect(r?.groups).toBeGreaterThanOrEqual(3);
     expect(r?.largest).toBeLessThanOrEqual(8192);

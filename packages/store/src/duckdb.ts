@@ -165,7 +165,9 @@ export class DuckDbSpanStore implements SpanStore {
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
     await writeChunks(file, chunksOf(lines));
     try {
-      await body(`SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`);
+      await body(
+        `SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
+      );
     } finally {
       await fs.rm(file, { force: true });
     }

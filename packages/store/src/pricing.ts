@@ -34,7 +34,10 @@ export interface Pricing {
  * read), so a change made with the CLI applies to the next request without a
  * restart.
  */
-export async function createPricing(keys: Pick<KeyStore, 'priceOverridesVersion' | 'listPriceOverrides'>, opts: { catalogFile?: string | undefined }): Promise<Pricing> {
+export async function createPricing(
+  keys: Pick<KeyStore, 'priceOverridesVersion' | 'listPriceOverrides'>,
+  opts: { catalogFile?: string | undefined },
+): Promise<Pricing> {
   const engine = await PriceEngine.create({ catalogFile: opts.catalogFile });
   let version = '';
   const refresh = async (): Promise<void> => {

@@ -21,8 +21,28 @@ export const GROUPS = {
 
 export type GroupBy = keyof typeof GROUPS;
 
-const TOKENS = ['input_tokens', 'cached_input_tokens', 'cache_write_input_tokens', 'output_tokens', 'reasoning_tokens', 'total_tokens', 'image_count', 'web_search_count', 'request_count'] as const;
-const COSTS = ['input_cost', 'cached_input_cost', 'cache_write_input_cost', 'output_cost', 'reasoning_cost', 'image_cost', 'web_search_cost', 'request_cost', 'total_cost'] as const;
+const TOKENS = [
+  'input_tokens',
+  'cached_input_tokens',
+  'cache_write_input_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'total_tokens',
+  'image_count',
+  'web_search_count',
+  'request_count',
+] as const;
+const COSTS = [
+  'input_cost',
+  'cached_input_cost',
+  'cache_write_input_cost',
+  'output_cost',
+  'reasoning_cost',
+  'image_cost',
+  'web_search_cost',
+  'request_cost',
+  'total_cost',
+] as const;
 
 export interface UsageRow {
   group: string;
@@ -61,8 +81,18 @@ export interface ReportDialect {
 
 export function reportDialect(kind: SpanStore['kind']): ReportDialect {
   return kind === 'clickhouse'
-    ? { from: 'spans FINAL', text: (e) => `toString(${e})`, unpricedCondition: "priced = 0 AND model_id != ''", unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))" }
-    : { from: 'spans', text: (e) => `CAST(${e} AS VARCHAR)`, unpricedCondition: "NOT priced AND model_id <> ''", unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)" };
+    ? {
+        from: 'spans FINAL',
+        text: (e) => `toString(${e})`,
+        unpricedCondition: "priced = 0 AND model_id != ''",
+        unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))",
+      }
+    : {
+        from: 'spans',
+        text: (e) => `CAST(${e} AS VARCHAR)`,
+        unpricedCondition: "NOT priced AND model_id <> ''",
+        unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)",
+      };
 }
 
 function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params: unknown[] } {
@@ -100,16 +130,14 @@ export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: n
       ${COSTS.map((c) => `${d.text(`sum(${c})`)} AS ${c}`).join(', ')}
     FROM ${d.from} WHERE ${where} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
   const rows = await store.query(sql, params);
-  const out = rows.map(
-    (r): UsageRow => ({
-      group: String(r.grp),
-      ...(sub === undefined ? {} : { subgroup: String(r.sub) }),
-      spans: Number(r.spans),
-      unpricedSpans: Number(r.unpriced),
-      tokens: Object.fromEntries(TOKENS.map((t) => [t, Number(r[t])])) as UsageRow['tokens'],
-      costs: Object.fromEntries(COSTS.map((c) => [c, formatDecimal(parseDecimal(String(r[c])))])) as UsageRow['costs'],
-    }),
-  );
+  const out = rows.map((r): UsageRow => ({
+    group: String(r.grp),
+    ...(sub === undefined ? {} : { subgroup: String(r.sub) }),
+    spans: Number(r.spans),
+    unpricedSpans: Number(r.unpriced),
+    tokens: Object.fromEntries(TOKENS.map((t) => [t, Number(r[t])])) as UsageRow['tokens'],
+    costs: Object.fromEntries(COSTS.map((c) => [c, formatDecimal(parseDecimal(String(r[c])))])) as UsageRow['costs'],
+  }));
   // Sorted by cost, exactly (decimal comparison), then by name.
   return out.sort((a, b) => {
     const d2 = parseDecimal(b.costs.total_cost) - parseDecimal(a.costs.total_cost);
@@ -133,7 +161,10 @@ function storedColumns(d: ReportDialect): string {
 /** The spans of one trace of an org, in start order (the console's waterfall). */
 export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: string }, limit = 10_000): Promise<SpanRow[]> {
   const d = reportDialect(store.kind);
-  const rows = await store.query(`SELECT ${storedColumns(d)} FROM ${d.from} WHERE org_id = ? AND trace_id = ? ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`, [f.orgId, f.traceId]);
+  const rows = await store.query(
+    `SELECT ${storedColumns(d)} FROM ${d.from} WHERE org_id = ? AND trace_id = ? ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
+    [f.orgId, f.traceId],
+  );
   return rows.map(storedToRow);
 }
 
@@ -229,7 +260,19 @@ export interface RepriceResult {
   costDifference: string;
 }
 
-const COST_KEYS: readonly (keyof SpanCosts)[] = ['input_cost', 'output_cost', 'reasoning_cost', 'cached_input_cost', 'cache_write_input_cost', 'image_cost', 'web_search_cost', 'request_cost', 'total_cost', 'priced', 'price_source'];
+const COST_KEYS: readonly (keyof SpanCosts)[] = [
+  'input_cost',
+  'output_cost',
+  'reasoning_cost',
+  'cached_input_cost',
+  'cache_write_input_cost',
+  'image_cost',
+  'web_search_cost',
+  'request_cost',
+  'total_cost',
+  'priced',
+  'price_source',
+];
 
 /**
  * Recomputes stored costs with today's prices (catalog and overrides) and
@@ -264,7 +307,9 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     const costs = price(rowToPricedSpan(row), row.org_id);
     before += parseDecimal(row.total_cost);
     after += parseDecimal(costs.total_cost);
-    const differs = COST_KEYS.some((k) => (k === 'priced' || k === 'price_source' ? row[k] !== costs[k] : parseDecimal(row[k]) !== parseDecimal(costs[k] as string)));
+    const differs = COST_KEYS.some((k) =>
+      k === 'priced' || k === 'price_source' ? row[k] !== costs[k] : parseDecimal(row[k]) !== parseDecimal(costs[k] as string),
+    );
     if (!differs) continue;
     rowsChanged++;
     if (!row.priced && costs.priced) newlyPriced++;
@@ -272,5 +317,12 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     if (changed.length >= batchRows) await flush();
   }
   await flush();
-  return { rowsScanned, rowsChanged, newlyPriced, costBefore: formatDecimal(before), costAfter: formatDecimal(after), costDifference: formatDecimal(after - before) };
+  return {
+    rowsScanned,
+    rowsChanged,
+    newlyPriced,
+    costBefore: formatDecimal(before),
+    costAfter: formatDecimal(after),
+    costDifference: formatDecimal(after - before),
+  };
 }

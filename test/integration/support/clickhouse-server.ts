@@ -100,7 +100,11 @@ function writeConfig(dir: string, httpPort: number, tcpPort: number): string {
 
 function logTail(dir: string): string {
   try {
-    return fs.readFileSync(path.join(dir, 'log', 'error.log'), 'utf8').split('\n').slice(-15).join('\n');
+    return fs
+      .readFileSync(path.join(dir, 'log', 'error.log'), 'utf8')
+      .split('\n')
+      .slice(-15)
+      .join('\n');
   } catch {
     return '(no error log)';
   }

@@ -47,7 +47,11 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
       return { key: k.key, orgId: o.id, prefix: k.prefix };
     },
     async post(body, init = {}) {
-      const headers: Record<string, string> = { 'content-type': 'application/json', ...(init.key === undefined ? {} : { authorization: `Bearer ${init.key}` }), ...init.headers };
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        ...(init.key === undefined ? {} : { authorization: `Bearer ${init.key}` }),
+        ...init.headers,
+      };
       const payload = init.raw ?? JSON.stringify(body);
       return fetch(`${url}/ingest`, { method: 'POST', headers, body: payload });
     },

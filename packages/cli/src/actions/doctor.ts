@@ -27,7 +27,12 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
     serverUp === 'ready'
       ? { name: 'server', status: 'ok', detail: `a server answers ready on port ${c.PORT}` }
       : serverUp === 'not-ready'
-        ? { name: 'server', status: 'warn', detail: `a server on port ${c.PORT} answers but is not ready`, fix: `check GET http://127.0.0.1:${c.PORT}/readyz and the server log` }
+        ? {
+            name: 'server',
+            status: 'warn',
+            detail: `a server on port ${c.PORT} answers but is not ready`,
+            fix: `check GET http://127.0.0.1:${c.PORT}/readyz and the server log`,
+          }
         : { name: 'server', status: 'warn', detail: `no server answers on port ${c.PORT}`, fix: 'start it with "npm start" or "trace-ingest serve"' },
   );
 
@@ -36,10 +41,25 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
     await keys.ping();
     const orgs = await keys.listOrgs();
     const active = (await keys.listKeys()).filter((k) => k.revokedAt === null);
-    checks.push({ name: 'key store', status: 'ok', detail: `${keys.kind} reachable, schema up to date; ${orgs.length} org(s), ${active.length} active key(s)` });
-    if (active.length === 0) checks.push({ name: 'api keys', status: 'warn', detail: 'no active API key', fix: 'trace-ingest orgs create <org> && trace-ingest keys create --org <org>' });
+    checks.push({
+      name: 'key store',
+      status: 'ok',
+      detail: `${keys.kind} reachable, schema up to date; ${orgs.length} org(s), ${active.length} active key(s)`,
+    });
+    if (active.length === 0)
+      checks.push({
+        name: 'api keys',
+        status: 'warn',
+        detail: 'no active API key',
+        fix: 'trace-ingest orgs create <org> && trace-ingest keys create --org <org>',
+      });
   } catch (e) {
-    checks.push({ name: 'key store', status: 'fail', detail: message(e), fix: c.DATABASE_URL === undefined ? `check that ${c.sqliteFile} is readable and writable` : 'check DATABASE_URL and that PostgreSQL is reachable' });
+    checks.push({
+      name: 'key store',
+      status: 'fail',
+      detail: message(e),
+      fix: c.DATABASE_URL === undefined ? `check that ${c.sqliteFile} is readable and writable` : 'check DATABASE_URL and that PostgreSQL is reachable',
+    });
   }
 
   try {
@@ -78,7 +98,13 @@ async function checkDataDir(dir: string): Promise<Check> {
     const stats = await fs.statfs(dir);
     const freeGiB = (stats.bavail * stats.bsize) / 2 ** 30;
     if ((st.mode & 0o002) !== 0) return { name: 'data dir', status: 'warn', detail: `${dir} is world-writable`, fix: `chmod o-w ${dir}` };
-    if (freeGiB < 2) return { name: 'data dir', status: 'warn', detail: `${dir} is writable; only ${freeGiB.toFixed(2)} GiB free`, fix: 'free disk space: the write log needs room during a store outage (BUFFER_MAX_BYTES)' };
+    if (freeGiB < 2)
+      return {
+        name: 'data dir',
+        status: 'warn',
+        detail: `${dir} is writable; only ${freeGiB.toFixed(2)} GiB free`,
+        fix: 'free disk space: the write log needs room during a store outage (BUFFER_MAX_BYTES)',
+      };
     return { name: 'data dir', status: 'ok', detail: `${dir} is writable; ${freeGiB.toFixed(1)} GiB free` };
   } catch (e) {
     return { name: 'data dir', status: 'fail', detail: message(e), fix: `make ${dir} writable by this user, or set DATA_DIR` };
@@ -100,7 +126,13 @@ async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
     return { name: 'write log', status: 'ok', detail: 'empty (not created yet)' };
   }
   const pct = (100 * bytes) / maxBytes;
-  if (pct >= 50) return { name: 'write log', status: 'warn', detail: `${segments} segment(s), ${bytes} bytes waiting (${pct.toFixed(0)}% of BUFFER_MAX_BYTES)`, fix: 'the span store is behind or down: check it and the server log' };
+  if (pct >= 50)
+    return {
+      name: 'write log',
+      status: 'warn',
+      detail: `${segments} segment(s), ${bytes} bytes waiting (${pct.toFixed(0)}% of BUFFER_MAX_BYTES)`,
+      fix: 'the span store is behind or down: check it and the server log',
+    };
   return { name: 'write log', status: 'ok', detail: `${segments} segment(s), ${bytes} bytes waiting for the store` };
 }
 
@@ -113,7 +145,12 @@ async function checkDeadLetters(dir: string): Promise<Check> {
   }
   return rows === 0
     ? { name: 'dead letters', status: 'ok', detail: 'none' }
-    : { name: 'dead letters', status: 'warn', detail: `${rows} row(s) refused by the span store in ${dir}`, fix: 'read the reasons in those files; fix the schema or the data, then re-insert them' };
+    : {
+        name: 'dead letters',
+        status: 'warn',
+        detail: `${rows} row(s) refused by the span store in ${dir}`,
+        fix: 'read the reasons in those files; fix the schema or the data, then re-insert them',
+      };
 }
 
 async function probeServer(url: string, timeoutMs: number): Promise<'ready' | 'not-ready' | 'down'> {

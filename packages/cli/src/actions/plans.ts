@@ -5,7 +5,11 @@ export async function createPlan(ctx: CliContext, input: { name: string; monthly
   return (await ctx.keys()).createPlan(input);
 }
 
-export async function updatePlan(ctx: CliContext, name: string, patch: { monthlySpans?: number | undefined; rateLimitRps?: number | undefined }): Promise<Plan> {
+export async function updatePlan(
+  ctx: CliContext,
+  name: string,
+  patch: { monthlySpans?: number | undefined; rateLimitRps?: number | undefined },
+): Promise<Plan> {
   const clean: { monthlySpans?: number; rateLimitRps?: number } = {};
   if (patch.monthlySpans !== undefined) clean.monthlySpans = patch.monthlySpans;
   if (patch.rateLimitRps !== undefined) clean.rateLimitRps = patch.rateLimitRps;

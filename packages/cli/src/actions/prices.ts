@@ -63,7 +63,9 @@ export async function setPrice(ctx: CliContext, input: SetPriceInput): Promise<P
   const inputPerMtok = price(input.input, '--input');
   const outputPerMtok = price(input.output, '--output');
   if (inputPerMtok === null || outputPerMtok === null) throw new UsageError('--input and --output are required');
-  const rec = await (await ctx.keys()).setPriceOverride({
+  const rec = await (
+    await ctx.keys()
+  ).setPriceOverride({
     orgId: await orgIdOf(ctx, input.org),
     provider: input.provider ?? '',
     model: input.model,
@@ -86,24 +88,37 @@ export async function listPrices(ctx: CliContext): Promise<PriceListing[]> {
   return out;
 }
 
-export async function unsetPrice(ctx: CliContext, input: { model: string; provider?: string | undefined; org?: string | undefined; from?: string | undefined }): Promise<number> {
-  const n = await (await ctx.keys()).unsetPriceOverride({
+export async function unsetPrice(
+  ctx: CliContext,
+  input: { model: string; provider?: string | undefined; org?: string | undefined; from?: string | undefined },
+): Promise<number> {
+  const n = await (
+    await ctx.keys()
+  ).unsetPriceOverride({
     orgId: await orgIdOf(ctx, input.org),
     provider: input.provider ?? '',
     model: input.model,
     ...(input.from === undefined ? {} : { validFrom: parseDate(input.from, '--from') }),
   });
-  if (n === 0) throw new UsageError(`no price override for model "${input.model}"${input.provider === undefined ? '' : ` provider "${input.provider}"`}${input.org === undefined ? '' : ` org "${input.org}"`}; see "trace-ingest prices list"`);
+  if (n === 0)
+    throw new UsageError(
+      `no price override for model "${input.model}"${input.provider === undefined ? '' : ` provider "${input.provider}"`}${input.org === undefined ? '' : ` org "${input.org}"`}; see "trace-ingest prices list"`,
+    );
   return n;
 }
 
 /** The unit prices that would apply, and where they come from. */
-export async function showPrice(ctx: CliContext, input: { model: string; provider?: string | undefined; org?: string | undefined; at?: string | undefined }): Promise<PriceQuote & { at: string }> {
+export async function showPrice(
+  ctx: CliContext,
+  input: { model: string; provider?: string | undefined; org?: string | undefined; at?: string | undefined },
+): Promise<PriceQuote & { at: string }> {
   const { engine } = await createPricing(await ctx.keys(), { catalogFile: ctx.config.PRICE_CATALOG_FILE });
   const at = input.at === undefined ? Date.now() : parseDate(input.at, '--at');
   const q = engine.quote({ orgId: await orgIdOf(ctx, input.org), provider: input.provider, model: input.model, at });
   if (q === null) {
-    throw new UsageError(`no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`} in the catalog (${engine.catalogVersion}) or the overrides; add one with "trace-ingest prices set"`);
+    throw new UsageError(
+      `no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`} in the catalog (${engine.catalogVersion}) or the overrides; add one with "trace-ingest prices set"`,
+    );
   }
   return { ...q, at: new Date(at).toISOString() };
 }
@@ -118,7 +133,9 @@ export interface UnpricedModel {
 
 export async function unpricedModels(ctx: CliContext): Promise<UnpricedModel[]> {
   const d = reportDialect(ctx.config.CLICKHOUSE_URL !== undefined ? 'clickhouse' : 'duckdb');
-  const rows = await (await openSpanAccess(ctx)).sql(
+  const rows = await (
+    await openSpanAccess(ctx)
+  ).sql(
     `SELECT provider, model_id AS model, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen
        FROM ${d.from} WHERE ${d.unpricedCondition} GROUP BY provider, model_id ORDER BY spans DESC, model`,
   );

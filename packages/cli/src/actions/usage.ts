@@ -45,7 +45,10 @@ export async function sql(ctx: CliContext, query: string): Promise<QueryRow[]> {
   return (await openSpanAccess(ctx)).sql(query);
 }
 
-export async function repriceSpans(ctx: CliContext, input: { org: string; from: string; to?: string | undefined; model?: string | undefined }): Promise<RepriceResult> {
+export async function repriceSpans(
+  ctx: CliContext,
+  input: { org: string; from: string; to?: string | undefined; model?: string | undefined },
+): Promise<RepriceResult> {
   const access = await openSpanAccess(ctx);
   return access.reprice({ orgId: await orgId(ctx, input.org), ...resolveWindow({ from: input.from, to: input.to }), model: input.model });
 }

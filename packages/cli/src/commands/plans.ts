@@ -15,7 +15,10 @@ export function registerPlans(program: Command, run: Runner): void {
     .option('--json', 'print JSON')
     .action((planName: string, raw: Record<string, unknown>) =>
       run(async (ctx, out) => {
-        const o = parseOptions(z.object({ name, monthlySpans: nonNegativeInt, rateLimit: positiveInt, json: z.boolean().optional() }), { ...raw, name: planName });
+        const o = parseOptions(z.object({ name, monthlySpans: nonNegativeInt, rateLimit: positiveInt, json: z.boolean().optional() }), {
+          ...raw,
+          name: planName,
+        });
         const p = await createPlan(ctx, { name: o.name, monthlySpans: o.monthlySpans, rateLimitRps: o.rateLimit });
         if (o.json) printJson(out, p);
         else out.out(`created plan ${p.name}: ${p.monthlySpans} spans/month, ${p.rateLimitRps} requests/s per key`);

@@ -37,7 +37,10 @@ export function registerPrices(program: Command, run: Runner): void {
           request: o.request,
         });
         if (o.json === true) printJson(out, r);
-        else out.out(`price set for ${r.model} (provider ${r.provider}, org ${r.org}, from ${r.from}): input ${r.inputPerMtok}, output ${r.outputPerMtok} USD per 1M tokens`);
+        else
+          out.out(
+            `price set for ${r.model} (provider ${r.provider}, org ${r.org}, from ${r.from}): input ${r.inputPerMtok}, output ${r.outputPerMtok} USD per 1M tokens`,
+          );
       }),
     );
   prices
@@ -54,7 +57,9 @@ export function registerPrices(program: Command, run: Runner): void {
           printJson(out, q);
           return;
         }
-        out.out(`${q.provider}/${q.model} at ${q.at} from ${q.source}${q.tiers.length > 0 ? ` (long-context tiers above ${q.tiers.join(', ')} input tokens)` : ''}`);
+        out.out(
+          `${q.provider}/${q.model} at ${q.at} from ${q.source}${q.tiers.length > 0 ? ` (long-context tiers above ${q.tiers.join(', ')} input tokens)` : ''}`,
+        );
         const fb = (k: string) => (q.fallbacks[k] === undefined ? '' : `  (no own price: ${q.fallbacks[k]} price)`);
         out.out(`  input          ${q.inputPerMtok} USD / 1M tokens`);
         out.out(`  cached input   ${q.cachedInputPerMtok} USD / 1M tokens${fb('cachedInput')}`);
@@ -74,7 +79,18 @@ export function registerPrices(program: Command, run: Runner): void {
       run(async (ctx, out) => {
         const list = await listPrices(ctx);
         if (o.json === true) printJson(out, list);
-        else printTable(out, list, ['model', 'provider', 'org', 'from', 'inputPerMtok', 'outputPerMtok', 'cachedInputPerMtok', 'cacheWriteInputPerMtok', 'reasoningPerMtok']);
+        else
+          printTable(out, list, [
+            'model',
+            'provider',
+            'org',
+            'from',
+            'inputPerMtok',
+            'outputPerMtok',
+            'cachedInputPerMtok',
+            'cacheWriteInputPerMtok',
+            'reasoningPerMtok',
+          ]);
       }),
     );
   prices

@@ -43,7 +43,22 @@ export function registerReports(program: Command, run: Runner): void {
         if (o.json === true) printJson(out, { rows, total });
         else if (o.csv === true) printCsv(out, [...rows, total].map(usageCsvRow));
         else {
-          const table = [...rows, total].map((r) => ({ [o.by]: r.group, spans: r.spans, unpriced: r.unpricedSpans, input_tokens: r.tokens.input_tokens, cached_tokens: r.tokens.cached_input_tokens, output_tokens: r.tokens.output_tokens, reasoning_tokens: r.tokens.reasoning_tokens, input_usd: r.costs.input_cost, cached_usd: r.costs.cached_input_cost, cache_write_usd: r.costs.cache_write_input_cost, output_usd: r.costs.output_cost, reasoning_usd: r.costs.reasoning_cost, other_usd: otherCost(r), total_usd: r.costs.total_cost }));
+          const table = [...rows, total].map((r) => ({
+            [o.by]: r.group,
+            spans: r.spans,
+            unpriced: r.unpricedSpans,
+            input_tokens: r.tokens.input_tokens,
+            cached_tokens: r.tokens.cached_input_tokens,
+            output_tokens: r.tokens.output_tokens,
+            reasoning_tokens: r.tokens.reasoning_tokens,
+            input_usd: r.costs.input_cost,
+            cached_usd: r.costs.cached_input_cost,
+            cache_write_usd: r.costs.cache_write_input_cost,
+            output_usd: r.costs.output_cost,
+            reasoning_usd: r.costs.reasoning_cost,
+            other_usd: otherCost(r),
+            total_usd: r.costs.total_cost,
+          }));
           printTable(out, table, Object.keys(table[0] ?? {}) as (keyof (typeof table)[number] & string)[]);
         }
       }),
@@ -71,7 +86,10 @@ export function registerReports(program: Command, run: Runner): void {
       run(async (ctx, out) => {
         const r = await repriceSpans(ctx, o);
         if (o.json === true) printJson(out, r);
-        else out.out(`repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`);
+        else
+          out.out(
+            `repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`,
+          );
       }),
     );
 }

@@ -68,9 +68,16 @@ export const models: Page = async ({ org, from, to }) => {
           cell: (r) => h('div', { class: 'fix' }, h('code', {}, r.fix), h('code', {}, r.reprice)),
         },
       ],
-      csv: { filename: `unpriced-models-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => d.unpriced.map((u) => ({ model: u.model, provider: u.provider, spans: u.spans, fix: u.fix, reprice: u.reprice })) },
+      csv: {
+        filename: `unpriced-models-${d.org.name}-${d.range.from}_${d.range.to}.csv`,
+        records: () => d.unpriced.map((u) => ({ model: u.model, provider: u.provider, spans: u.spans, fix: u.fix, reprice: u.reprice })),
+      },
     }),
-    h('p', { class: 'muted small' }, `Unit prices in force at ${d.pricesAt}: "catalog:…" is the bundled price catalog, "override:…" a price set with trace-ingest prices set.`),
+    h(
+      'p',
+      { class: 'muted small' },
+      `Unit prices in force at ${d.pricesAt}: "catalog:…" is the bundled price catalog, "override:…" a price set with trace-ingest prices set.`,
+    ),
   );
   return { node };
 };

@@ -18,7 +18,14 @@ export const overview: Page = async ({ org, from, to }) => {
     return s === undefined ? (pick === 'cost' ? '0' : 0) : s[pick];
   };
   const mtd = d.monthToDate;
-  const quotaBar = mtd.quotaUsed === null ? null : h('div', { class: 'meter', role: 'meter', 'aria-valuenow': mtd.quotaUsed, 'aria-valuemin': 0, 'aria-valuemax': 100 }, h('span', { style: `width:${Math.min(100, Number(mtd.quotaUsed))}%` }));
+  const quotaBar =
+    mtd.quotaUsed === null
+      ? null
+      : h(
+          'div',
+          { class: 'meter', role: 'meter', 'aria-valuenow': mtd.quotaUsed, 'aria-valuemin': 0, 'aria-valuemax': 100 },
+          h('span', { style: `width:${Math.min(100, Number(mtd.quotaUsed))}%` }),
+        );
   const costCanvas = h('canvas', { 'aria-label': 'cost per day, stacked by model' });
   const spanCanvas = h('canvas', { 'aria-label': 'spans per day, stacked by model' });
   const node = h(
@@ -69,12 +76,23 @@ export const overview: Page = async ({ org, from, to }) => {
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'cost', label: 'Cost', kind: 'money', value: (r) => r.cost },
       ],
-      csv: { filename: `usage-by-day-model-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => d.series.map((s) => ({ day: s.day, model: s.model, spans: s.spans, total_cost: s.cost })) },
+      csv: {
+        filename: `usage-by-day-model-${d.org.name}-${d.range.from}_${d.range.to}.csv`,
+        records: () => d.series.map((s) => ({ day: s.day, model: s.model, spans: s.spans, total_cost: s.cost })),
+      },
     }),
   );
   const charts = () => {
-    const series = d.models.map((m) => ({ label: m, exact: d.days.map((day) => String(cell(m, day, 'cost'))), values: d.days.map((day) => Number(cell(m, day, 'cost'))) }));
-    const spans = d.models.map((m) => ({ label: m, exact: d.days.map((day) => String(cell(m, day, 'spans'))), values: d.days.map((day) => Number(cell(m, day, 'spans'))) }));
+    const series = d.models.map((m) => ({
+      label: m,
+      exact: d.days.map((day) => String(cell(m, day, 'cost'))),
+      values: d.days.map((day) => Number(cell(m, day, 'cost'))),
+    }));
+    const spans = d.models.map((m) => ({
+      label: m,
+      exact: d.days.map((day) => String(cell(m, day, 'spans'))),
+      values: d.days.map((day) => Number(cell(m, day, 'spans'))),
+    }));
     const a = stackedBars(costCanvas, d.days, series, usd);
     const b = stackedBars(spanCanvas, d.days, spans, (s) => `${int(Number(s))} spans`, true);
     return () => {

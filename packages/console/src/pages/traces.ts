@@ -23,7 +23,17 @@ export const traces: Page = async ({ org, from, to }) => {
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0' },
       ],
-      csv: { filename: `traces-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => d.rows.map((r) => ({ trace_id: r.group, spans: r.spans, input_tokens: r.tokens.input_tokens ?? 0, output_tokens: r.tokens.output_tokens ?? 0, total_cost: r.costs.total_cost ?? '0' })) },
+      csv: {
+        filename: `traces-${d.org.name}-${d.range.from}_${d.range.to}.csv`,
+        records: () =>
+          d.rows.map((r) => ({
+            trace_id: r.group,
+            spans: r.spans,
+            input_tokens: r.tokens.input_tokens ?? 0,
+            output_tokens: r.tokens.output_tokens ?? 0,
+            total_cost: r.costs.total_cost ?? '0',
+          })),
+      },
     }),
   );
   return { node };
@@ -41,8 +51,21 @@ export const trace: Page = async ({ org, arg }) => {
       h(
         'li',
         { 'data-span': s.spanId },
-        h('div', { class: 'wf-label', style: `padding-left:${Math.min(6, depth.get(s.spanId) ?? 0) * 0.8}rem`, title: `${s.spanType} · ${s.model || 'no model'}` }, h('span', { class: `tag ${s.spanType}` }, s.spanType), ' ', s.name),
-        h('div', { class: 'wf-track' }, h('span', { class: `wf-bar${s.status === 'error' ? ' err' : ''}`, style: `left:${(100 * s.offsetMs) / span}%;width:${Math.max(0.5, (100 * s.durationMs) / span)}%` })),
+        h(
+          'div',
+          { class: 'wf-label', style: `padding-left:${Math.min(6, depth.get(s.spanId) ?? 0) * 0.8}rem`, title: `${s.spanType} · ${s.model || 'no model'}` },
+          h('span', { class: `tag ${s.spanType}` }, s.spanType),
+          ' ',
+          s.name,
+        ),
+        h(
+          'div',
+          { class: 'wf-track' },
+          h('span', {
+            class: `wf-bar${s.status === 'error' ? ' err' : ''}`,
+            style: `left:${(100 * s.offsetMs) / span}%;width:${Math.max(0.5, (100 * s.durationMs) / span)}%`,
+          }),
+        ),
         h('div', { class: 'wf-cost num', 'data-col': 'cost' }, s.priced || s.cost !== '0' ? usd(s.cost) : s.model === '' ? '—' : 'unpriced'),
       ),
     ),
@@ -54,7 +77,12 @@ export const trace: Page = async ({ org, arg }) => {
       'section',
       { class: 'card' },
       h('header', { class: 'card-head' }, h('h2', {}, `Trace ${d.traceId}`), h('a', { href: `#/traces?org=${encodeURIComponent(org)}` }, '← all traces')),
-      h('p', { class: 'muted small' }, `${d.traceName || 'unnamed'} · customer ${d.customerId || '—'} · started ${d.start} · ${int(d.durationMs)} ms · ${d.spans.length} spans · `, h('strong', { 'data-trace-total': '' }, usd(d.totalCost))),
+      h(
+        'p',
+        { class: 'muted small' },
+        `${d.traceName || 'unnamed'} · customer ${d.customerId || '—'} · started ${d.start} · ${int(d.durationMs)} ms · ${d.spans.length} spans · `,
+        h('strong', { 'data-trace-total': '' }, usd(d.totalCost)),
+      ),
       bars,
     ),
     table<TraceSpan>({
@@ -75,7 +103,21 @@ export const trace: Page = async ({ org, arg }) => {
       ],
       csv: {
         filename: `trace-${d.traceId}.csv`,
-        records: () => d.spans.map((s) => ({ span_id: s.spanId, parent_span_id: s.parentSpanId, name: s.name, span_type: s.spanType, provider: s.provider, model: s.model, offset_ms: s.offsetMs, duration_ms: s.durationMs, input_tokens: s.inputTokens, output_tokens: s.outputTokens, total_cost: s.cost, price_source: s.priceSource })),
+        records: () =>
+          d.spans.map((s) => ({
+            span_id: s.spanId,
+            parent_span_id: s.parentSpanId,
+            name: s.name,
+            span_type: s.spanType,
+            provider: s.provider,
+            model: s.model,
+            offset_ms: s.offsetMs,
+            duration_ms: s.durationMs,
+            input_tokens: s.inputTokens,
+            output_tokens: s.outputTokens,
+            total_cost: s.cost,
+            price_source: s.priceSource,
+          })),
       },
     }),
   );

@@ -33,7 +33,14 @@ describe('OpenAI usage into disjoint buckets', () => {
   });
 
   it('the README example (o4-mini, 1,500 of 2,000 cached, 500 of 800 reasoning)', () => {
-    expect(openaiChatUsage({ prompt_tokens: 2000, completion_tokens: 800, prompt_tokens_details: { cached_tokens: 1500 }, completion_tokens_details: { reasoning_tokens: 500 } })).toEqual({
+    expect(
+      openaiChatUsage({
+        prompt_tokens: 2000,
+        completion_tokens: 800,
+        prompt_tokens_details: { cached_tokens: 1500 },
+        completion_tokens_details: { reasoning_tokens: 500 },
+      }),
+    ).toEqual({
       inputTokens: 500,
       cachedInputTokens: 1500,
       outputTokens: 300,
@@ -42,7 +49,10 @@ describe('OpenAI usage into disjoint buckets', () => {
   });
 
   it('tolerates missing and null details, and never goes negative', () => {
-    expect(openaiChatUsage({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: null, completion_tokens_details: null })).toEqual({ inputTokens: 10, outputTokens: 5 });
+    expect(openaiChatUsage({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: null, completion_tokens_details: null })).toEqual({
+      inputTokens: 10,
+      outputTokens: 5,
+    });
     expect(openaiChatUsage({ prompt_tokens: 10, prompt_tokens_details: { cached_tokens: 12 } })).toEqual({ inputTokens: 0, cachedInputTokens: 12 });
     expect(openaiUsage(null)).toEqual({});
     expect(openaiUsage({ usage: null })).toEqual({});
@@ -51,7 +61,12 @@ describe('OpenAI usage into disjoint buckets', () => {
 
 describe('Anthropic usage', () => {
   it('Messages response (API reference): cache reads and writes are their own buckets', () => {
-    expect(anthropicUsage(response('anthropic-message') as never)).toEqual({ inputTokens: 2095, cachedInputTokens: 2051, cacheWriteInputTokens: 2051, outputTokens: 503 });
+    expect(anthropicUsage(response('anthropic-message') as never)).toEqual({
+      inputTokens: 2095,
+      cachedInputTokens: 2051,
+      cacheWriteInputTokens: 2051,
+      outputTokens: 503,
+    });
   });
 
   it('the README example (claude-sonnet-4: 1,000 / 10,000 read / 2,000 written / 500)', () => {
@@ -64,13 +79,22 @@ describe('Anthropic usage', () => {
   });
 
   it('counts server-side web searches', () => {
-    expect(anthropicUsage({ input_tokens: 1, output_tokens: 2, server_tool_use: { web_search_requests: 3 } })).toEqual({ inputTokens: 1, outputTokens: 2, webSearchCount: 3 });
+    expect(anthropicUsage({ input_tokens: 1, output_tokens: 2, server_tool_use: { web_search_requests: 3 } })).toEqual({
+      inputTokens: 1,
+      outputTokens: 2,
+      webSearchCount: 3,
+    });
   });
 });
 
 describe('Gemini usage', () => {
   it('cached content (caching guide): the cached part leaves inputTokens', () => {
-    expect(geminiUsage(response('gemini-cached-content') as never)).toEqual({ inputTokens: 29, cachedInputTokens: 696190, outputTokens: 214, totalTokens: 696433 });
+    expect(geminiUsage(response('gemini-cached-content') as never)).toEqual({
+      inputTokens: 29,
+      cachedInputTokens: 696190,
+      outputTokens: 214,
+      totalTokens: 696433,
+    });
   });
 
   it('a thinking model: thoughts are reasoning, candidates stay output', () => {
@@ -78,7 +102,11 @@ describe('Gemini usage', () => {
   });
 
   it('tool-use prompt tokens are input', () => {
-    expect(geminiUsage({ promptTokenCount: 100, toolUsePromptTokenCount: 20, cachedContentTokenCount: 50, candidatesTokenCount: 7 })).toEqual({ inputTokens: 70, cachedInputTokens: 50, outputTokens: 7 });
+    expect(geminiUsage({ promptTokenCount: 100, toolUsePromptTokenCount: 20, cachedContentTokenCount: 50, candidatesTokenCount: 7 })).toEqual({
+      inputTokens: 70,
+      cachedInputTokens: 50,
+      outputTokens: 7,
+    });
   });
 });
 
@@ -99,7 +127,12 @@ describe('stream adapters', () => {
   it('OpenAI chat chunks, with usage on the last one', () => {
     const a = openaiChatStream();
     const chunks = [
-      { id: 'c', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
+      {
+        id: 'c',
+        object: 'chat.completion.chunk',
+        model: 'gpt-4o-mini',
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+      },
       { id: 'c', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [{ index: 0, delta: { content: 'Hello' }, finish_reason: null }] },
       { id: 'c', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
       { id: 'c', object: 'chat.completion.chunk', model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } },
@@ -124,8 +157,16 @@ describe('stream adapters', () => {
 
   it('Gemini chunks: thought parts are reasoning, cumulative candidate counts are passed on', () => {
     const a = geminiStream();
-    expect(a.chunk({ candidates: [{ content: { parts: [{ text: 'plan', thought: true }] } }], usageMetadata: { promptTokenCount: 8, thoughtsTokenCount: 5 } })).toEqual({ reasoning: 'plan' });
-    expect(a.chunk({ candidates: [{ content: { parts: [{ text: 'AI learns' }] } }], usageMetadata: { promptTokenCount: 8, candidatesTokenCount: 3 }, modelVersion: 'gemini-2.5-flash' })).toEqual({ output: 'AI learns', outputTokensSoFar: 3 });
+    expect(
+      a.chunk({ candidates: [{ content: { parts: [{ text: 'plan', thought: true }] } }], usageMetadata: { promptTokenCount: 8, thoughtsTokenCount: 5 } }),
+    ).toEqual({ reasoning: 'plan' });
+    expect(
+      a.chunk({
+        candidates: [{ content: { parts: [{ text: 'AI learns' }] } }],
+        usageMetadata: { promptTokenCount: 8, candidatesTokenCount: 3 },
+        modelVersion: 'gemini-2.5-flash',
+      }),
+    ).toEqual({ output: 'AI learns', outputTokensSoFar: 3 });
     expect(a.usage()).toEqual({ inputTokens: 8, outputTokens: 3 });
     expect(a.model()).toBe('gemini-2.5-flash');
   });

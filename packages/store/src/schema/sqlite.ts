@@ -1,4 +1,3 @@
-
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 /** Orgs, plans, keys, usage and price overrides in the embedded SQLite key store. */
@@ -75,7 +74,6 @@ export const settings = sqliteTable('settings', {
   key: text('key').primaryKey(),
   value: text('value').notNull(),
 });
-
 
 /** Read-only console access: the token's SHA-256 only; `org_id` NULL means every org. */
 export const consoleTokens = sqliteTable(
