@@ -59,7 +59,8 @@ function trickle(url, key, body, everyMs, capMs) {
     };
     sock.on('connect', () => {
       sock.write(
-        `POST /ingest HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${key}\r\nContent-Length: ${body.length}\r\n\r\n`,
+        `POST /ingest HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\n` +
+          `Authorization: Bearer ${key}\r\nContent-Length: ${body.length}\r\n\r\n`,
       );
       timer = setInterval(() => {
         if (sent < body.length && !sock.destroyed) sock.write(body.subarray(sent, ++sent));
@@ -178,7 +179,8 @@ export async function measureAbuse(o) {
       const r = await post(
         url,
         key,
-        `{"version":"v1","traces":[{"traceId":"huge","traceName":"x","spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2,"chunkOffsets":[${'0,'.repeat(n)}0]}]}]}`,
+        `{"version":"v1","traces":[{"traceId":"huge","traceName":"x","spans":[{"spanId":"s","spanType":"llm","name":"x",` +
+          `"startTime":1,"endTime":2,"chunkOffsets":[${'0,'.repeat(n)}0]}]}]}`,
       );
       const p = await probe(url, key);
       return { statuses: String(r.status), answerMs: r.ms, answer: r.answer, probeStatus: p.status, probeMs: p.ms };

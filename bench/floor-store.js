@@ -61,7 +61,8 @@ async function duckdb(lines, rows) {
     const t0 = performance.now();
     const c0 = process.cpuUsage();
     await conn.run(
-      `INSERT INTO spans (${list}) SELECT ${list} FROM read_json('${file}', format = 'newline_delimited', columns = ${columns}, maximum_object_size = 33554432)`,
+      `INSERT INTO spans (${list}) SELECT ${list} FROM read_json('${file}', format = 'newline_delimited', ` +
+        `columns = ${columns}, maximum_object_size = 33554432)`,
     );
     const seconds = (performance.now() - t0) / 1000;
     const c = process.cpuUsage(c0);

@@ -90,9 +90,11 @@ for (let r = 0; r < RUNS; r++) {
 const e = median(engineRuns);
 const c = median(catalogRuns);
 console.log(
-  `PriceEngine.price (cached, exact decimals): ${e.toFixed(0)} ns/span (median of ${RUNS} × ${N} spans; runs ${engineRuns.map((x) => x.toFixed(0)).join(', ')})`,
+  `PriceEngine.price (cached, exact decimals): ${e.toFixed(0)} ns/span ` +
+    `(median of ${RUNS} × ${N} spans; runs ${engineRuns.map((x) => x.toFixed(0)).join(', ')})`,
 );
 console.log(
-  `genai-prices calcPrice (floats, uncached):  ${c.toFixed(0)} ns/span (median of ${RUNS} × ${catalogN} spans; runs ${catalogRuns.map((x) => x.toFixed(0)).join(', ')})`,
+  `genai-prices calcPrice (floats, uncached):  ${c.toFixed(0)} ns/span ` +
+    `(median of ${RUNS} × ${catalogN} spans; runs ${catalogRuns.map((x) => x.toFixed(0)).join(', ')})`,
 );
 console.log(`ratio: ${(c / e).toFixed(1)}× faster`);

@@ -39,7 +39,9 @@ export function printReport(o, results, abuse) {
         .join(' ')}, node ${process.version}; store ${process.env.CLICKHOUSE_URL ? 'ClickHouse' : 'DuckDB'}`,
   );
   out.push(
-    "\nThroughput and latency (service rows, then the floors measured on the same bodies and connections; CPU µs/span: the server process's user + system CPU, every thread, from ready to exit (load and drain) per stored span; for the floors, during the load per span handled)",
+    '\nThroughput and latency (service rows, then the floors measured on the same bodies and connections; ' +
+      "CPU µs/span: the server process's user + system CPU, every thread, from ready to exit (load and drain) per stored span; " +
+      'for the floors, during the load per span handled)',
   );
   const rows = [];
   for (const w of results) {
@@ -165,7 +167,8 @@ export function printReport(o, results, abuse) {
     const target = o.latencyRate === undefined ? 'target = half of the median req/s of the closed-loop runs above' : 'target forced with --latency-rate';
     const title = o.latencyRate === undefined ? 'Latency at half of the maximum rate' : 'Latency at a fixed rate';
     out.push(
-      `\n${title} (open loop, evenly spaced sends over at most ${o.connections} connections, latency from each request's scheduled send time; fresh server per run; ${target})`,
+      `\n${title} (open loop, evenly spaced sends over at most ${o.connections} connections, ` +
+        `latency from each request's scheduled send time; fresh server per run; ${target})`,
     );
     out.push(
       table(

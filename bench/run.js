@@ -76,14 +76,19 @@ async function main() {
       runs.store.push(await measureStoreFloor(w, o));
       const f = (x) => fmt(x);
       console.log(
-        `  ${w} floors run ${r + 1}: discard ${f(runs.discard.at(-1).spansPerSec)}, JSON.parse ${f(runs.parse.at(-1).spansPerSec)} spans/s (${fmt(runs.parse.at(-1).cpuUsPerSpan, 1)} µs CPU/span), store insert ${f(runs.store.at(-1).rowsPerSec)} rows/s (${fmt(runs.store.at(-1).cpuUsPerRow, 1)} µs CPU/row)`,
+        `  ${w} floors run ${r + 1}: discard ${f(runs.discard.at(-1).spansPerSec)}, JSON.parse ${f(runs.parse.at(-1).spansPerSec)} spans/s ` +
+          `(${fmt(runs.parse.at(-1).cpuUsPerSpan, 1)} µs CPU/span), store insert ${f(runs.store.at(-1).rowsPerSec)} rows/s ` +
+          `(${fmt(runs.store.at(-1).cpuUsPerRow, 1)} µs CPU/row)`,
       );
       for (const [m, n] of keys) {
         const x = await measureService(w, m, o, n);
         service[`${m}|${n}`].push(x);
         console.log(
-          `  ${w} ${m}${n > 1 ? `×${n}` : ''} run ${r + 1}: ${fmt(x.cpuUsPerSpan, 1)} µs CPU/span (${fmt(x.cpuSeconds, 1)} s, drain ${fmt(x.cpuDrainSeconds, 1)} s), ${f(x.spansPerSec)} spans/s, p99 ${fmt(x.p99, 1)} ms, non-2xx ${x.non2xx}, errors ${x.errors}, ` +
-            `peak RSS ${f(x.peakRssMb)} MiB, lag ${f(x.lagMs)} ms, WAL ${fmt(x.walMbAtEnd, 1)} MB, stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}`,
+          `  ${w} ${m}${n > 1 ? `×${n}` : ''} run ${r + 1}: ${fmt(x.cpuUsPerSpan, 1)} µs CPU/span ` +
+            `(${fmt(x.cpuSeconds, 1)} s, drain ${fmt(x.cpuDrainSeconds, 1)} s), ${f(x.spansPerSec)} spans/s, ` +
+            `p99 ${fmt(x.p99, 1)} ms, non-2xx ${x.non2xx}, errors ${x.errors}, ` +
+            `peak RSS ${f(x.peakRssMb)} MiB, lag ${f(x.lagMs)} ms, WAL ${fmt(x.walMbAtEnd, 1)} MB, ` +
+            `stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}`,
         );
       }
     }
@@ -103,8 +108,10 @@ async function main() {
           const x = await measureService(w, t.m, o, { replicas: t.n, rate: t.rate });
           t.xs.push(x);
           console.log(
-            `  ${w} ${modeName(t.m, t.n)} at ${fmt(t.rate)} req/s run ${r + 1}: ${fmt(x.reqPerSec, 1)} req/s (${x.connections} connections), ${fmt(x.spansPerSec)} spans/s, ` +
-              `p50 ${fmt(x.p50, 1)} p90 ${fmt(x.p90, 1)} p99 ${fmt(x.p99, 1)} ms, non-2xx ${x.non2xx}, errors ${x.errors}, stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}`,
+            `  ${w} ${modeName(t.m, t.n)} at ${fmt(t.rate)} req/s run ${r + 1}: ` +
+              `${fmt(x.reqPerSec, 1)} req/s (${x.connections} connections), ${fmt(x.spansPerSec)} spans/s, ` +
+              `p50 ${fmt(x.p50, 1)} p90 ${fmt(x.p90, 1)} p99 ${fmt(x.p99, 1)} ms, non-2xx ${x.non2xx}, errors ${x.errors}, ` +
+              `stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}`,
           );
         }
       }

@@ -107,9 +107,12 @@ await down.shutdown(0);
 console.log(`SDK, ${N} llm spans of ~${Math.round((input.length + output.length + 250) / 100) / 10} KB`);
 console.log(`  record (span.end, sender parked): ${median(recordUs).toFixed(1)} µs/span (median of 5 runs of ${Math.min(N, 50_000)})`);
 console.log(
-  `  send to the real server: ${sendResult.rate.toFixed(0)} spans/s end to end (${sendResult.secs.toFixed(1)} s), client CPU ${sendResult.cpuUsPerSpan.toFixed(1)} µs/span, ${sendResult.requests} requests, ${sendResult.mibSent.toFixed(1)} MiB gzip'd, stored ${sendResult.stored}/${N}, flush ${sendResult.ok ? 'complete' : 'TIMED OUT'}`,
+  `  send to the real server: ${sendResult.rate.toFixed(0)} spans/s end to end (${sendResult.secs.toFixed(1)} s), ` +
+    `client CPU ${sendResult.cpuUsPerSpan.toFixed(1)} µs/span, ${sendResult.requests} requests, ${sendResult.mibSent.toFixed(1)} MiB gzip'd, ` +
+    `stored ${sendResult.stored}/${N}, flush ${sendResult.ok ? 'complete' : 'TIMED OUT'}`,
 );
 console.log(
-  `  server down, default bounds: ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped in ${downSecs.toFixed(1)} s; heap +${((after.heapUsed - before.heapUsed) / 1048576).toFixed(1)} MiB, RSS +${((after.rss - before.rss) / 1048576).toFixed(1)} MiB`,
+  `  server down, default bounds: ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped in ${downSecs.toFixed(1)} s; ` +
+    `heap +${((after.heapUsed - before.heapUsed) / 1048576).toFixed(1)} MiB, RSS +${((after.rss - before.rss) / 1048576).toFixed(1)} MiB`,
 );
 if (sendResult.stored !== N) process.exitCode = 1;

@@ -678,7 +678,8 @@ async function main() {
   } else {
     say(`fuzz seed ${stats.seed}: ${stats.bodies} bodies (${stats.corpus} from the corpus) in ${stats.seconds} s, ${stats.bodiesPerSecond} bodies/s`);
     say(
-      `  crashes ${stats.crashes}, 5xx ${stats.status5xx}, non-JSON ${stats.nonJson}, prototype pollution ${stats.polluted}, transport resets ${stats.transportErrors}`,
+      `  crashes ${stats.crashes}, 5xx ${stats.status5xx}, non-JSON ${stats.nonJson}, prototype pollution ${stats.polluted}, ` +
+        `transport resets ${stats.transportErrors}`,
     );
     say(`  statuses ${JSON.stringify(stats.statuses)}`);
     say(`  server RSS ${(stats.rssBeforeKb / 1024).toFixed(1)} MiB before, ${(stats.rssAfterKb / 1024).toFixed(1)} MiB after`);

@@ -340,7 +340,8 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     await store.insertLines(lines, rows.length);
     const ms = performance.now() - t0;
     console.info(
-      `insert ${rows.length} rows (${(lines.length / 1e6).toFixed(1)} MB): ${ms.toFixed(0)} ms, ${Math.round(rows.length / (ms / 1000))} rows/s; cost unquoting alone ${unquoteMs.toFixed(1)} ms`,
+      `insert ${rows.length} rows (${(lines.length / 1e6).toFixed(1)} MB): ${ms.toFixed(0)} ms, ${Math.round(rows.length / (ms / 1000))} rows/s; ` +
+        `cost unquoting alone ${unquoteMs.toFixed(1)} ms`,
     );
     const [r] = await store.query('SELECT count() AS n, toString(sum(input_cost)) AS c FROM spans FINAL WHERE trace_id = ?', [t.traceId]);
     expect([r?.n, canonicalDecimal(String(r?.c))]).toEqual([20_000, '5']);

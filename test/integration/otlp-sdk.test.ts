@@ -94,7 +94,8 @@ describe('OTLP/HTTP from the OpenTelemetry JS SDK', () => {
 
     const rows = await t.spans(
       `SELECT span_type, name, parent_span_id = '' AS root, trace_name, agent_name, session_id, customer_id, provider, model_id, status, error_message,
-              start_time::VARCHAR AS start_time, end_time::VARCHAR AS end_time, input_tokens::INTEGER AS input_tokens, cached_input_tokens::INTEGER AS cached_input_tokens,
+              start_time::VARCHAR AS start_time, end_time::VARCHAR AS end_time, input_tokens::INTEGER AS input_tokens,
+              cached_input_tokens::INTEGER AS cached_input_tokens,
               output_tokens::INTEGER AS output_tokens, total_tokens::INTEGER AS total_tokens,
               input_cost::VARCHAR AS i, cached_input_cost::VARCHAR AS c, output_cost::VARCHAR AS o, total_cost::VARCHAR AS total, priced,
               input, output, span_metadata_keys, span_metadata_values, trace_metadata_keys, trace_metadata_values

@@ -26,7 +26,8 @@ describe('pricing through the running server', () => {
         .status,
     ).toBe(202);
     const [row] = await t.spans(
-      "SELECT input_cost::VARCHAR AS i, cached_input_cost::VARCHAR AS c, output_cost::VARCHAR AS o, total_cost::VARCHAR AS total, priced, price_source FROM spans WHERE trace_id = 'cat'",
+      'SELECT input_cost::VARCHAR AS i, cached_input_cost::VARCHAR AS c, output_cost::VARCHAR AS o, total_cost::VARCHAR AS total, ' +
+        "priced, price_source FROM spans WHERE trace_id = 'cat'",
     );
     // 1234 × 2.50 + 1000 × 1.25 + 567 × 10, per million
     expect(row).toMatchObject({ i: '0.003085000000000000', c: '0.001250000000000000', o: '0.005670000000000000', total: '0.010005000000000000', priced: true });

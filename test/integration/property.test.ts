@@ -717,7 +717,8 @@ describe('POST /ingest verdicts, generated from the v1 rules', () => {
           const a = await post(p, k);
           expect(a.status).toBe(202);
           const rows = await t.spans(
-            'SELECT trace_id, span_id, name, input, trace_metadata_keys AS tk, trace_metadata_values AS tv, span_metadata_keys AS sk, span_metadata_values AS sv, ttft_ms FROM spans WHERE org_id = ?',
+            'SELECT trace_id, span_id, name, input, trace_metadata_keys AS tk, trace_metadata_values AS tv, ' +
+              'span_metadata_keys AS sk, span_metadata_values AS sv, ttft_ms FROM spans WHERE org_id = ?',
             [o],
           );
           const project = (x: Obj): string => JSON.stringify(x);
@@ -793,7 +794,8 @@ describe('POST /ingest counter-examples', () => {
   // JSON reader and dead-lettered. The row encoder now stores U+FFFD in its place.
   it('stores an accepted span whose text holds a lone surrogate, as U+FFFD', async () => {
     const raw =
-      '{"version":"v1","traces":[{"traceId":"lone-surrogate","traceName":"a\\udc00b","spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2}]}]}';
+      '{"version":"v1","traces":[{"traceId":"lone-surrogate","traceName":"a\\udc00b",' +
+      '"spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2}]}]}';
     const res = await t.post(undefined, { key, raw });
     expect(res.status).toBe(202);
     const rows = await t.spans('SELECT trace_name FROM spans WHERE org_id = ? AND trace_id = ?', [orgId, 'lone-surrogate']);
@@ -813,7 +815,8 @@ describe('POST /ingest counter-examples', () => {
   });
 
   const withMetadata = (meta: string, traceName = 'n'): string =>
-    `{"version":"v1","traces":[{"traceId":"meta-${meta.length}-${traceName.length}","traceName":${JSON.stringify(traceName)},"metadata":${meta},"spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2}]}]}`;
+    `{"version":"v1","traces":[{"traceId":"meta-${meta.length}-${traceName.length}","traceName":${JSON.stringify(traceName)},` +
+    `"metadata":${meta},"spans":[{"spanId":"s","spanType":"llm","name":"x","startTime":1,"endTime":2}]}]}`;
   const entries = (n: number): string => Array.from({ length: n }, (_, i) => `"k${i}":"v"`).join(',');
 
   // Found: zod's record parser copies entries into a fresh object, where an own
@@ -867,7 +870,8 @@ describe('POST /ingest counter-examples', () => {
     const res = await t.post(makePayload({ traces: [makeTrace({ traceId, traceName: 'bom', spans })] }), { key });
     expect(res.status).toBe(202);
     const rows = await t.spans(
-      'SELECT length(name) AS n, unicode(name) AS first, name = input AS same, span_metadata_values[1] = name AS meta FROM spans WHERE org_id = ? AND trace_id = ? ORDER BY span_id',
+      'SELECT length(name) AS n, unicode(name) AS first, name = input AS same, span_metadata_values[1] = name AS meta ' +
+        'FROM spans WHERE org_id = ? AND trace_id = ? ORDER BY span_id',
       [orgId, traceId],
     );
     expect(rows.map((r) => [Number(r.n), Number(r.first), r.same, r.meta])).toEqual(texts.map((x) => [x.length, x.codePointAt(0), true, true]));

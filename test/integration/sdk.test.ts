@@ -93,7 +93,10 @@ describe('SDK against the real server', () => {
     expect(requests.map((r) => r.status)).toEqual([202]);
 
     const rows = await t.spans(
-      'SELECT span_id, parent_span_id, span_type, trace_name, agent_name, workflow_name, workflow_run_id, session_id, customer_id, customer_name, input_tokens::INTEGER AS input_tokens, cached_input_tokens::INTEGER AS cached_input_tokens, cache_write_input_tokens::INTEGER AS cache_write_input_tokens, output_tokens::INTEGER AS output_tokens, reasoning_tokens::INTEGER AS reasoning_tokens, total_cost::VARCHAR AS total FROM spans WHERE trace_id = ? ORDER BY start_time, span_type',
+      'SELECT span_id, parent_span_id, span_type, trace_name, agent_name, workflow_name, workflow_run_id, session_id, customer_id, customer_name, ' +
+        'input_tokens::INTEGER AS input_tokens, cached_input_tokens::INTEGER AS cached_input_tokens, ' +
+        'cache_write_input_tokens::INTEGER AS cache_write_input_tokens, output_tokens::INTEGER AS output_tokens, ' +
+        'reasoning_tokens::INTEGER AS reasoning_tokens, total_cost::VARCHAR AS total FROM spans WHERE trace_id = ? ORDER BY start_time, span_type',
       [trace.traceId],
     );
     const byName = new Map(rows.map((r) => [r['span_id'] === root.spanId ? 'root' : r['span_id'] === o4.spanId ? 'o4' : 'sonnet', r]));
@@ -304,7 +307,8 @@ describe('SDK across a server outage', () => {
     const grown = process.memoryUsage().heapUsed - before;
     const s = c.getStats();
     console.log(
-      `SDK queue while the server is down: ${total} spans of ~1.1 KB ended, ${s.queued} queued + ${s.inFlight} in flight, ${s.dropped} dropped; heap grew ${(grown / 1048576).toFixed(1)} MiB (queue bound ${maxQueueBytes / 1048576} MiB)`,
+      `SDK queue while the server is down: ${total} spans of ~1.1 KB ended, ${s.queued} queued + ${s.inFlight} in flight, ` +
+        `${s.dropped} dropped; heap grew ${(grown / 1048576).toFixed(1)} MiB (queue bound ${maxQueueBytes / 1048576} MiB)`,
     );
     expect(s.queued).toBeLessThanOrEqual(5_000);
     expect(s.queued + s.inFlight + s.dropped).toBe(total);

@@ -38,7 +38,8 @@ export function buildProgram(deps: ProgramDeps): Command {
   };
   const program = new Command('trace-ingest')
     .description(
-      'Operate a trace-ingest server: schema, plans, orgs, API keys, prices and console tokens. Uses DATA_DIR, DATABASE_URL and CLICKHOUSE_URL like the server.',
+      'Operate a trace-ingest server: schema, plans, orgs, API keys, prices and console tokens. ' +
+        'Uses DATA_DIR, DATABASE_URL and CLICKHOUSE_URL like the server.',
     )
     .showHelpAfterError()
     .configureOutput({ writeOut: (s) => out.out(s), writeErr: (s) => out.err(s) })

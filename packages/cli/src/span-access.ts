@@ -96,7 +96,8 @@ export async function openSpanAccess(ctx: CliContext): Promise<SpanAccess> {
     const msg = e instanceof Error ? e.message : String(e);
     if (/lock/i.test(msg)) {
       throw new UsageError(
-        `the span store ${ctx.config.duckdbFile} is held by another process and no server answers on ${ctx.config.adminSocket}; run this on the server's machine with the same DATA_DIR, or stop the other process`,
+        `the span store ${ctx.config.duckdbFile} is held by another process and no server answers on ${ctx.config.adminSocket}; ` +
+          `run this on the server's machine with the same DATA_DIR, or stop the other process`,
       );
     }
     throw e;

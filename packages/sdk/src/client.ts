@@ -356,7 +356,8 @@ export class TraceIngest implements SpanSink {
     this.full = true;
     this.report(
       new TraceIngestError(
-        `queue full (${this.queue.maxSpans} spans / ${this.queue.maxBytes} bytes): dropping the ${this.whenFull === 'drop-oldest' ? 'oldest' : 'newest'} spans until it drains; see getStats().dropped`,
+        `queue full (${this.queue.maxSpans} spans / ${this.queue.maxBytes} bytes): ` +
+          `dropping the ${this.whenFull === 'drop-oldest' ? 'oldest' : 'newest'} spans until it drains; see getStats().dropped`,
         'SDK_QUEUE_FULL',
         1,
       ),

@@ -272,7 +272,8 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
           res.setHeader('Cache-Control', file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache');
           res.setHeader(
             'Content-Security-Policy',
-            "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+            "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; connect-src 'self'; " +
+              "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
           );
         },
       }),
@@ -330,5 +331,8 @@ export function shellQuote(s: string): string {
 
 /** The command that prices a model; the two prices are the operator's to fill in. */
 export function fixLine(model: string, provider: string): string {
-  return `trace-ingest prices set ${shellQuote(model)}${provider === '' ? '' : ` --provider ${shellQuote(provider)}`} --input <USD per 1M input tokens> --output <USD per 1M output tokens>`;
+  return (
+    `trace-ingest prices set ${shellQuote(model)}${provider === '' ? '' : ` --provider ${shellQuote(provider)}`} ` +
+    `--input <USD per 1M input tokens> --output <USD per 1M output tokens>`
+  );
 }

@@ -4,7 +4,8 @@
  * arrays, so it has to be refused without being parsed.
  */
 
-// The deepest v1 payload is 6 levels (root → traces → trace → spans → span → usage/rateLimit/metadata/chunk array); 32 leaves ample headroom while keeping what JSON.parse may build trivially shallow.
+// The deepest v1 payload is 6 levels (root → traces → trace → spans → span → usage/rateLimit/metadata/chunk array);
+// 32 leaves ample headroom while keeping what JSON.parse may build trivially shallow.
 export const MAX_JSON_DEPTH = 32;
 
 const QUOTE = 0x22;

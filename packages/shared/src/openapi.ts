@@ -64,7 +64,8 @@ function otlpTracesPath(): JsonObject {
         'An opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest, as protobuf or in the OTLP JSON encoding (hex ids, integer enums, ' +
         'lowerCamelCase, 64-bit integers as strings or numbers, unknown fields ignored), optionally gzip-compressed; the answer is encoded like the request. ' +
         'Same checks as /ingest, in the same order (size, key, rate limit and quota, decode, map, price, write log); GenAI semantic-convention attributes ' +
-        '(and the OpenInference, Vercel AI SDK and older gen_ai aliases) are mapped onto span rows and priced. The 200 is sent once the batch is in the write log. ' +
+        '(and the OpenInference, Vercel AI SDK and older gen_ai aliases) are mapped onto span rows and priced. ' +
+        'The 200 is sent once the batch is in the write log. ' +
         'Statuses follow OTLP retry rules: only 429 and 503 are worth retrying; a used-up quota is 403 so that exporters do not retry it.',
       requestBody: {
         required: true,
@@ -147,7 +148,8 @@ export function buildOpenApiDocument(): JsonObject {
           summary: 'Ingest a batch of traces',
           description:
             'Checks, in order: body size, API key, per-key rate limit and monthly quota, schema, then prices and buffers the spans. ' +
-            'Usage counts are disjoint buckets, each priced at its own unit price: inputTokens excludes cached and cache-write tokens; outputTokens excludes reasoningTokens.',
+            'Usage counts are disjoint buckets, each priced at its own unit price: ' +
+            'inputTokens excludes cached and cache-write tokens; outputTokens excludes reasoningTokens.',
           requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/IngestPayload' } } } },
           responses: {
             '202': {

@@ -56,7 +56,9 @@ export const MetadataSchema = z
   })
   .meta({
     maxProperties: LIMITS.metadataEntries,
-    description: `Free-form string-to-string map: at most ${LIMITS.metadataEntries} entries, keys at most ${LIMITS.metadataKeyChars} characters, values at most ${LIMITS.metadataValueChars} characters.`,
+    description:
+      `Free-form string-to-string map: at most ${LIMITS.metadataEntries} entries, ` +
+      `keys at most ${LIMITS.metadataKeyChars} characters, values at most ${LIMITS.metadataValueChars} characters.`,
   });
 
 export const CustomerSchema = z

@@ -186,7 +186,8 @@ describe('DuckDbSpanStore', () => {
     const rows = payloadToRows(payload, ctx, () => UNPRICED);
     await store.insertLines(lines(rows), rows.length);
     const [r] = await store.query(
-      "SELECT count(DISTINCT row_group_id)::INTEGER AS groups, max(count)::INTEGER AS largest FROM pragma_storage_info('spans') WHERE segment_type <> 'VALIDITY'",
+      'SELECT count(DISTINCT row_group_id)::INTEGER AS groups, max(count)::INTEGER AS largest ' +
+        "FROM pragma_storage_info('spans') WHERE segment_type <> 'VALIDITY'",
     );
     // With DuckDB's default (122,880 rows) these 20,000 rows would be one group.
     expect(r?.groups).toBeGreaterThanOrEqual(3);

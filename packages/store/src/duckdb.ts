@@ -166,7 +166,8 @@ export class DuckDbSpanStore implements SpanStore {
     await writeChunks(file, chunksOf(lines));
     try {
       await body(
-        `SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
+        `SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
+          `columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
       );
     } finally {
       await fs.rm(file, { force: true });

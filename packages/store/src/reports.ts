@@ -122,7 +122,9 @@ export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: n
   const sub = f.then === undefined ? undefined : GROUPS[f.then];
   if (f.limit !== undefined && sub === undefined) {
     // Ranked in a subquery: in ClickHouse the outer select's alias total_cost would shadow the column.
-    where += ` AND ${group} IN (SELECT ${group} FROM ${d.from} WHERE ${filter.where} GROUP BY ${group} ORDER BY sum(total_cost) DESC, ${group} LIMIT ${Math.max(0, Math.trunc(f.limit))})`;
+    where +=
+      ` AND ${group} IN (SELECT ${group} FROM ${d.from} WHERE ${filter.where} ` +
+      `GROUP BY ${group} ORDER BY sum(total_cost) DESC, ${group} LIMIT ${Math.max(0, Math.trunc(f.limit))})`;
     params = [...params, ...filter.params];
   }
   const sql = `SELECT ${d.text(group)} AS grp, ${sub === undefined ? '' : `${d.text(sub)} AS sub, `}count(*) AS spans, ${d.unpriced} AS unpriced,

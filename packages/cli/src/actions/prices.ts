@@ -102,7 +102,8 @@ export async function unsetPrice(
   });
   if (n === 0)
     throw new UsageError(
-      `no price override for model "${input.model}"${input.provider === undefined ? '' : ` provider "${input.provider}"`}${input.org === undefined ? '' : ` org "${input.org}"`}; see "trace-ingest prices list"`,
+      `no price override for model "${input.model}"${input.provider === undefined ? '' : ` provider "${input.provider}"`}` +
+        `${input.org === undefined ? '' : ` org "${input.org}"`}; see "trace-ingest prices list"`,
     );
   return n;
 }
@@ -117,7 +118,8 @@ export async function showPrice(
   const q = engine.quote({ orgId: await orgIdOf(ctx, input.org), provider: input.provider, model: input.model, at });
   if (q === null) {
     throw new UsageError(
-      `no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`} in the catalog (${engine.catalogVersion}) or the overrides; add one with "trace-ingest prices set"`,
+      `no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`} ` +
+        `in the catalog (${engine.catalogVersion}) or the overrides; add one with "trace-ingest prices set"`,
     );
   }
   return { ...q, at: new Date(at).toISOString() };

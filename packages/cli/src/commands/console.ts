@@ -22,7 +22,8 @@ export function registerConsole(program: Command, run: Runner): void {
         else {
           out.out(t.token);
           out.err(
-            `created console token ${t.prefix}… for ${t.org === '*' ? 'every org' : `org ${t.org}`}; store it now: it cannot be shown again. Paste it into the console's sign-in form at http://${ctx.config.CONSOLE_HOST}:${ctx.config.CONSOLE_PORT ?? '<CONSOLE_PORT>'}/console/`,
+            `created console token ${t.prefix}… for ${t.org === '*' ? 'every org' : `org ${t.org}`}; store it now: it cannot be shown again. ` +
+              `Paste it into the console's sign-in form at http://${ctx.config.CONSOLE_HOST}:${ctx.config.CONSOLE_PORT ?? '<CONSOLE_PORT>'}/console/`,
           );
         }
       }),

@@ -39,7 +39,8 @@ export function registerPrices(program: Command, run: Runner): void {
         if (o.json === true) printJson(out, r);
         else
           out.out(
-            `price set for ${r.model} (provider ${r.provider}, org ${r.org}, from ${r.from}): input ${r.inputPerMtok}, output ${r.outputPerMtok} USD per 1M tokens`,
+            `price set for ${r.model} (provider ${r.provider}, org ${r.org}, from ${r.from}): ` +
+              `input ${r.inputPerMtok}, output ${r.outputPerMtok} USD per 1M tokens`,
           );
       }),
     );

@@ -88,7 +88,8 @@ export function registerReports(program: Command, run: Runner): void {
         if (o.json === true) printJson(out, r);
         else
           out.out(
-            `repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`,
+            `repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ` +
+              `${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`,
           );
       }),
     );
