@@ -1,3 +1,5 @@
+import { REPORT_COST_COLUMNS, USAGE_COLUMNS } from './rows.js';
+
 /**
  * The cost console's read-only JSON API (GET /console/api/*), part of the
  * OpenAPI document. It is served on the console listener (CONSOLE_HOST,
@@ -11,28 +13,8 @@ const money = { type: 'string', pattern: '^-?\\d+(\\.\\d+)?$', description: 'USD
 const int = { type: 'integer', minimum: 0 };
 const day = { type: 'string', format: 'date', description: 'YYYY-MM-DD (UTC)' };
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const TOKENS = [
-  'input_tokens',
-  'cached_input_tokens',
-  'cache_write_input_tokens',
-  'output_tokens',
-  'reasoning_tokens',
-  'total_tokens',
-  'image_count',
-  'web_search_count',
-  'request_count',
-];
-const COSTS = [
-  'input_cost',
-  'cached_input_cost',
-  'cache_write_input_cost',
-  'output_cost',
-  'reasoning_cost',
-  'image_cost',
-  'web_search_cost',
-  'request_cost',
-  'total_cost',
-];
+const TOKENS = USAGE_COLUMNS;
+const COSTS = REPORT_COST_COLUMNS;
 
 const obj = (properties: JsonObject, required = Object.keys(properties)): JsonObject => ({ type: 'object', properties, required });
 

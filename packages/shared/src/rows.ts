@@ -82,6 +82,32 @@ export interface SpanRow {
   span_metadata_values: string[];
 }
 
+/** The usage columns in the order reports show them (usage report, its CSV, the console API). */
+export const USAGE_COLUMNS = [
+  'input_tokens',
+  'cached_input_tokens',
+  'cache_write_input_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'total_tokens',
+  'image_count',
+  'web_search_count',
+  'request_count',
+] as const satisfies readonly (keyof SpanRow)[];
+
+/** The cost columns in the order reports show them: each bucket beside its usage, then the total. */
+export const REPORT_COST_COLUMNS = [
+  'input_cost',
+  'cached_input_cost',
+  'cache_write_input_cost',
+  'output_cost',
+  'reasoning_cost',
+  'image_cost',
+  'web_search_cost',
+  'request_cost',
+  'total_cost',
+] as const satisfies readonly (keyof SpanRow)[];
+
 export type ColumnKind = 'string' | 'int' | 'nullable_int' | 'nullable_float' | 'date' | 'decimal' | 'bool' | 'string_array' | 'int_array';
 
 /** Every column of `spans`, in table order, with its logical kind. Stores map kinds to their types. */
@@ -154,6 +180,11 @@ export const SPAN_COLUMNS: ReadonlyArray<readonly [keyof SpanRow & string, Colum
   ['span_metadata_keys', 'string_array'],
   ['span_metadata_values', 'string_array'],
 ];
+
+/** The cost columns in table order (as `encodeRow` writes them: contiguous). */
+export const COST_COLUMNS: readonly (keyof SpanCosts & string)[] = SPAN_COLUMNS.filter(([, kind]) => kind === 'decimal').map(
+  ([name]) => name as keyof SpanCosts & string,
+);
 
 /** The cost columns of one span, decimal strings in USD. */
 export interface SpanCosts {

@@ -1,20 +1,12 @@
+import { COST_COLUMNS } from '@trace-ingest/shared/rows';
+
 /**
  * The canonical line form rewritten for old servers (see `unquotedDecimals`
  * in clickhouse-versions.ts).
  */
 
 // In table order, as encodeRow writes them: contiguous, `"<name>":"<decimal>"`.
-const COST_KEYS = [
-  'input_cost',
-  'output_cost',
-  'reasoning_cost',
-  'cached_input_cost',
-  'cache_write_input_cost',
-  'image_cost',
-  'web_search_cost',
-  'request_cost',
-  'total_cost',
-].map((c) => Buffer.from(`"${c}":"`));
+const COST_KEYS = COST_COLUMNS.map((c) => Buffer.from(`"${c}":"`));
 const FIRST_COST = COST_KEYS[0] as Buffer;
 const QUOTE = 0x22;
 const COMMA = 0x2c;

@@ -1,5 +1,5 @@
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { encodeRow, SPAN_COLUMNS, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, encodeRow, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
 import type { QueryRow, SpanStore } from './span-store.js';
 
@@ -21,28 +21,8 @@ export const GROUPS = {
 
 export type GroupBy = keyof typeof GROUPS;
 
-const TOKENS = [
-  'input_tokens',
-  'cached_input_tokens',
-  'cache_write_input_tokens',
-  'output_tokens',
-  'reasoning_tokens',
-  'total_tokens',
-  'image_count',
-  'web_search_count',
-  'request_count',
-] as const;
-const COSTS = [
-  'input_cost',
-  'cached_input_cost',
-  'cache_write_input_cost',
-  'output_cost',
-  'reasoning_cost',
-  'image_cost',
-  'web_search_cost',
-  'request_cost',
-  'total_cost',
-] as const;
+const TOKENS = USAGE_COLUMNS;
+const COSTS = REPORT_COST_COLUMNS;
 
 export interface UsageRow {
   group: string;
@@ -262,19 +242,7 @@ export interface RepriceResult {
   costDifference: string;
 }
 
-const COST_KEYS: readonly (keyof SpanCosts)[] = [
-  'input_cost',
-  'output_cost',
-  'reasoning_cost',
-  'cached_input_cost',
-  'cache_write_input_cost',
-  'image_cost',
-  'web_search_cost',
-  'request_cost',
-  'total_cost',
-  'priced',
-  'price_source',
-];
+const COST_KEYS: readonly (keyof SpanCosts)[] = [...COST_COLUMNS, 'priced', 'price_source'];
 
 /**
  * Recomputes stored costs with today's prices (catalog and overrides) and
