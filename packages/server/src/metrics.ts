@@ -8,7 +8,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly requests = new Counter({
     name: 'trace_ingest_requests_total',
-    help: 'POST /ingest requests by HTTP status and error code',
+    help: 'Batches (POST /ingest and POST /v1/traces) by HTTP status and error code',
     labelNames: ['status', 'code'] as const,
     registers: [this.registry],
   });
@@ -20,7 +20,7 @@ export class Metrics {
   });
   readonly batchesRejected = new Counter({
     name: 'trace_ingest_batches_rejected_total',
-    help: 'POST /ingest batches refused, by reason (size, auth, rate_limit, quota, validation, aborted, draining, buffer_full, error)',
+    help: 'Batches (POST /ingest and POST /v1/traces) refused, by reason (size, auth, rate_limit, quota, validation, aborted, draining, buffer_full, error)',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
@@ -49,7 +49,7 @@ export class Metrics {
   });
   readonly requestDuration = new Histogram({
     name: 'trace_ingest_request_duration_seconds',
-    help: 'POST /ingest latency, accepted requests',
+    help: 'Batch latency (POST /ingest and POST /v1/traces), accepted requests',
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [this.registry],
   });
