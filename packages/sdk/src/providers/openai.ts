@@ -26,29 +26,32 @@ export interface OpenAIResponsesUsage {
 export function openaiChatUsage(usage: OpenAIChatUsage | null | undefined): Usage {
   if (!isObj(usage)) return {};
   const u = usage as OpenAIChatUsage;
-  const cached = n(u.prompt_tokens_details?.cached_tokens);
-  const reasoning = n(u.completion_tokens_details?.reasoning_tokens);
-  return compact({
-    inputTokens: minus(n(u.prompt_tokens), cached),
-    cachedInputTokens: cached,
-    outputTokens: minus(n(u.completion_tokens), reasoning),
-    reasoningTokens: reasoning,
-    totalTokens: n(u.total_tokens),
-  });
+  return splitOpenAI(
+    u.prompt_tokens,
+    u.prompt_tokens_details?.cached_tokens,
+    u.completion_tokens,
+    u.completion_tokens_details?.reasoning_tokens,
+    u.total_tokens,
+  );
 }
 
 /** Responses API: the same split under the Responses names. */
 export function openaiResponsesUsage(usage: OpenAIResponsesUsage | null | undefined): Usage {
   if (!isObj(usage)) return {};
   const u = usage as OpenAIResponsesUsage;
-  const cached = n(u.input_tokens_details?.cached_tokens);
-  const reasoning = n(u.output_tokens_details?.reasoning_tokens);
+  return splitOpenAI(u.input_tokens, u.input_tokens_details?.cached_tokens, u.output_tokens, u.output_tokens_details?.reasoning_tokens, u.total_tokens);
+}
+
+/** OpenAI's input includes the cached tokens and its output the reasoning ones: both split into disjoint buckets. */
+function splitOpenAI(input: unknown, cachedTokens: unknown, output: unknown, reasoningTokens: unknown, total: unknown): Usage {
+  const cached = n(cachedTokens);
+  const reasoning = n(reasoningTokens);
   return compact({
-    inputTokens: minus(n(u.input_tokens), cached),
+    inputTokens: minus(n(input), cached),
     cachedInputTokens: cached,
-    outputTokens: minus(n(u.output_tokens), reasoning),
+    outputTokens: minus(n(output), reasoning),
     reasoningTokens: reasoning,
-    totalTokens: n(u.total_tokens),
+    totalTokens: n(total),
   });
 }
 
