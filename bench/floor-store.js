@@ -36,28 +36,16 @@ function ndjson() {
 
 async function duckdb(lines, rows) {
   const { DuckDBInstance } = await import('@duckdb/node-api');
-  const { duckdbSpansDdl } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
+  const { applyDuckDbMigrations, DUCKDB_TYPES } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-bench-store-'));
   const file = path.join(dir, 'rows.ndjson');
   fs.writeFileSync(file, lines);
   const inst = await DuckDBInstance.create(path.join(dir, 'spans.duckdb'));
   const conn = await inst.connect();
   try {
-    await conn.run(duckdbSpansDdl());
-    await conn.run('CREATE INDEX IF NOT EXISTS spans_org_day_idx ON spans (org_id, start_date)');
-    const TYPES = {
-      string: 'VARCHAR',
-      int: 'BIGINT',
-      nullable_int: 'BIGINT',
-      nullable_float: 'DOUBLE',
-      date: 'DATE',
-      decimal: 'DECIMAL(38,18)',
-      bool: 'BOOLEAN',
-      string_array: 'VARCHAR[]',
-      int_array: 'BIGINT[]',
-    };
+    await applyDuckDbMigrations(conn);
     const list = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
-    const columns = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${TYPES[k]}'`).join(', ')}}`;
+    const columns = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
     const t0 = performance.now();
     const c0 = process.cpuUsage();
     await conn.run(

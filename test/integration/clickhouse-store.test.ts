@@ -6,7 +6,7 @@ import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type Span
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { applyClickHouseMigrations, bindParams, ClickHouseSpanStore, unquoteCosts } from '@trace-ingest/store/clickhouse';
 import { createSpanStore } from '@trace-ingest/store/open-stores';
-import { SpanStoreRejectedError } from '@trace-ingest/store/span-store';
+import { SpanStoreRejectedError, SpanStoreSchemaError } from '@trace-ingest/store/span-store';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 const RECEIVED_AT = Date.UTC(2026, 10, 2, 8, 0, 0);
@@ -284,7 +284,6 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
   it('refuses malformed rows with SpanStoreRejectedError', async () => {
     const bad = [
       JSON.stringify({ org_id: 'o', start_time: 'yesterday' }),
-      JSON.stringify({ org_id: 'o', no_such_column: 1 }),
       JSON.stringify({ org_id: 'o', start_date: 'not a date' }),
       JSON.stringify({ org_id: 'o', chunk_offsets: [1, 'x'] }),
       JSON.stringify({ org_id: 42 }),
@@ -296,6 +295,23 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       );
       expect([line, err]).toEqual([line, expect.any(SpanStoreRejectedError)]);
     }
+  });
+
+  it('refuses rows for a column or table the database lacks as retryable (schema behind), never as rejected data', async () => {
+    const err = await store.insertLines(Buffer.from(JSON.stringify({ org_id: 'o', no_such_column: 1 }) + '\n'), 1).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SpanStoreSchemaError);
+    expect((err as Error).message).toMatch(/trace-ingest migrate/);
+    const bare = `${db}_bare`;
+    await admin.command({ query: `CREATE DATABASE IF NOT EXISTS ${bare}` });
+    const s = new ClickHouseSpanStore({ url: ch.urlFor(bare) });
+    onTestFinished(async () => {
+      await s.close();
+      await admin.command({ query: `DROP DATABASE IF EXISTS ${bare}` });
+    });
+    await s.start();
+    await admin.command({ query: `DROP TABLE ${bare}.spans` });
+    const row = encodeRow(spanToRow(trace([span()]), span(), ctx, UNPRICED)) + '\n';
+    await expect(s.insertLines(Buffer.from(row), 1)).rejects.toBeInstanceOf(SpanStoreSchemaError);
   });
 
   it('binds hostile parameters as plain values', async () => {

@@ -1,8 +1,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import type { SpanStore } from '@trace-ingest/store/span-store';
@@ -206,6 +208,39 @@ describe('Flusher with a real DuckDB store', () => {
     await f.close(200);
     expect(log.bytes).toBeGreaterThan(0);
     expect(await count()).toBe(0);
+  });
+  it('keeps rows in the log while the store is one column short (retried, never dead-lettered), and stores them once migrated', async () => {
+    const file = path.join(dir, 'spans.duckdb');
+    await store.close();
+    const raw = await DuckDBInstance.create(file);
+    const c = await raw.connect();
+    await c.run('ALTER TABLE spans DROP COLUMN system_fingerprint');
+    c.closeSync();
+    raw.closeSync();
+    store = new DuckDbSpanStore({ file });
+    await store.start();
+    const b = batch(2, 5);
+    await log.append(b.buf, b.rows);
+    const f = flusherFor(store);
+    f.start();
+    f.kick();
+    await vi.waitFor(async () => expect((await metrics.storeErrors.get()).values[0]?.value).toBeGreaterThanOrEqual(3), { timeout: 5000 });
+    await f.close(200);
+    expect(fs.existsSync(path.join(dir, 'dead'))).toBe(false);
+    expect(log.bytes).toBeGreaterThan(0);
+    // The upgrade's migration adds the column; the next start applies it and the rows land.
+    await store.close();
+    const migrations = path.join(dir, 'migrations');
+    fs.mkdirSync(migrations);
+    const shipped = new URL('../../../migrations/duckdb/', import.meta.url);
+    for (const name of fs.readdirSync(shipped)) fs.copyFileSync(new URL(name, shipped), path.join(migrations, name));
+    fs.writeFileSync(path.join(migrations, '9999_fingerprint.sql'), "ALTER TABLE spans ADD COLUMN IF NOT EXISTS system_fingerprint VARCHAR DEFAULT '';\n");
+    store = new DuckDbSpanStore({ file, migrationsDir: pathToFileURL(migrations + '/') });
+    await store.start();
+    await flusherFor(store).flushNow();
+    expect(await count()).toBe(b.rows);
+    expect(log.bytes).toBe(0);
+    expect(fs.existsSync(path.join(dir, 'dead'))).toBe(false);
   });
 });
 

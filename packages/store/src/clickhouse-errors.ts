@@ -31,7 +31,7 @@ export const REJECTED_CODES = new Set([
   69, // ARGUMENT_OUT_OF_BOUND (a Decimal too big or too precise)
   70, // CANNOT_CONVERT_TYPE
   72, // CANNOT_PARSE_NUMBER
-  117, // INCORRECT_DATA (an unknown field in JSONEachRow)
+  117, // INCORRECT_DATA (but an unknown field in JSONEachRow is a column the table lacks: SCHEMA_BEHIND)
   130, // CANNOT_READ_ARRAY_FROM_TEXT
   131, // TOO_LARGE_STRING_SIZE
   321, // VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE
@@ -45,6 +45,16 @@ export const ALREADY_EXISTS_CODES = new Set([
   57, // TABLE_ALREADY_EXISTS: a concurrent CREATE ... IF NOT EXISTS may still lose the race
   82, // DATABASE_ALREADY_EXISTS
 ]);
+
+// Codes that mean the schema is behind the rows (a migration away from working): retryable.
+export const SCHEMA_BEHIND_CODES = new Set([
+  16, // NO_SUCH_COLUMN_IN_TABLE
+  60, // UNKNOWN_TABLE
+  81, // UNKNOWN_DATABASE
+]);
+
+/** INCORRECT_DATA: with JSONEachRow, also an unknown field (a column the table lacks). */
+export const INCORRECT_DATA = 117;
 
 /** DATABASE_ALREADY_EXISTS */
 export const DATABASE_EXISTS = 82;

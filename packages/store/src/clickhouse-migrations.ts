@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
-import fs from 'node:fs/promises';
 import { ALREADY_EXISTS_CODES, clickHouseErrorCode } from './clickhouse-errors.js';
 import { bindParams } from './clickhouse-sql.js';
 import { serverRules } from './clickhouse-versions.js';
+import { loadMigrationFiles, type MigrationFile } from './migration-files.js';
 
 // The same relative path from src/ and from dist/.
 const MIGRATIONS_DIR = new URL('../../../migrations/clickhouse/', import.meta.url);
@@ -12,33 +11,11 @@ export interface ClickHouseLogger {
   info(obj: object, msg: string): void;
 }
 
-export interface ClickHouseMigration {
-  /** The file name without `.sql`, e.g. `0001_spans`. */
-  version: string;
-  checksum: string;
-  statements: string[];
-}
-
-/** Splits a migration file into statements: `;` at a line's end ends one; `--` lines are dropped. */
-export function splitStatements(text: string): string[] {
-  return text
-    .split('\n')
-    .filter((l) => !l.trimStart().startsWith('--'))
-    .join('\n')
-    .split(/;[ \t]*(?:\r?\n|$)/)
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
-}
+export type ClickHouseMigration = MigrationFile;
 
 /** The versioned migrations of `migrations/clickhouse/`, in order. */
 export async function loadClickHouseMigrations(dir: URL = MIGRATIONS_DIR): Promise<ClickHouseMigration[]> {
-  const files = (await fs.readdir(dir)).filter((f) => /^\d+_[A-Za-z0-9_]+\.sql$/.test(f)).sort();
-  const out: ClickHouseMigration[] = [];
-  for (const file of files) {
-    const text = await fs.readFile(new URL(file, dir), 'utf8');
-    out.push({ version: file.slice(0, -4), checksum: createHash('sha256').update(text).digest('hex'), statements: splitStatements(text) });
-  }
-  return out;
+  return loadMigrationFiles(dir);
 }
 
 export const MIGRATIONS_TABLE_DDL =

@@ -4,7 +4,8 @@ import type { Span } from '@trace-ingest/shared/schema';
 import { ClickHouseError } from '@clickhouse/client';
 import { clickHouseErrorCode } from './clickhouse-errors.js';
 import { unquoteCosts } from './clickhouse-lines.js';
-import { loadClickHouseMigrations, splitStatements } from './clickhouse-migrations.js';
+import { loadClickHouseMigrations } from './clickhouse-migrations.js';
+import { splitStatements } from './migration-files.js';
 import { bindParams, quoteIdentifier, quoteString, sqlLiteral } from './clickhouse-sql.js';
 import { ddlSettingsFor, needsUnquotedCosts, serverRules, VERSION_RULES } from './clickhouse-versions.js';
 

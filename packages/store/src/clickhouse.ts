@@ -1,24 +1,19 @@
 import { Readable } from 'node:stream';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { clickHouseErrorCode, DATABASE_EXISTS, READONLY, REJECTED_CODES } from './clickhouse-errors.js';
+import { clickHouseErrorCode, DATABASE_EXISTS, INCORRECT_DATA, READONLY, REJECTED_CODES, SCHEMA_BEHIND_CODES } from './clickhouse-errors.js';
 import { unquoteCosts } from './clickhouse-lines.js';
 import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickhouse-migrations.js';
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
-import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
+import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, SpanStoreSchemaError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
 
 // The parts, for callers that need one of them (tests, tools).
 export { bindParams, quoteIdentifier, quoteString, sqlLiteral } from './clickhouse-sql.js';
 export { unquoteCosts } from './clickhouse-lines.js';
 export { ddlSettingsFor, needsUnquotedCosts, serverRules } from './clickhouse-versions.js';
 export { clickHouseErrorCode } from './clickhouse-errors.js';
-export {
-  applyClickHouseMigrations,
-  loadClickHouseMigrations,
-  splitStatements,
-  type ClickHouseExecutor,
-  type ClickHouseLogger,
-} from './clickhouse-migrations.js';
+export { applyClickHouseMigrations, loadClickHouseMigrations, type ClickHouseExecutor, type ClickHouseLogger } from './clickhouse-migrations.js';
+export { splitStatements } from './migration-files.js';
 
 export interface ClickHouseSpanStoreOptions {
   /** e.g. http://default:@127.0.0.1:8123/trace_ingest; the path names the database. */
@@ -134,6 +129,10 @@ export class ClickHouseSpanStore implements SpanStore {
       await new Promise<void>((resolve, reject) => res.stream.once('end', resolve).once('error', reject).resume());
     } catch (e) {
       const code = clickHouseErrorCode(e, this.rules.typedErrors);
+      const first = (e as Error).message.split('\n')[0] ?? '';
+      if (code !== undefined && SCHEMA_BEHIND_CODES.has(code)) throw new SpanStoreSchemaError(first, { cause: e });
+      // Our own encoder writes every field, so an unknown one means a column the table lacks.
+      if (code === INCORRECT_DATA && /unknown field/i.test(first)) throw new SpanStoreSchemaError(first, { cause: e });
       if (code !== undefined && REJECTED_CODES.has(code))
         throw new SpanStoreRejectedError(`ClickHouse refused the rows: ${(e as Error).message.split('\n')[0] ?? ''}`, { cause: e });
       throw e;

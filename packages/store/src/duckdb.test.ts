@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { encodeRow, payloadToRows, UNPRICED, type SpanCosts } from '@trace-ingest/shared/rows';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { DuckDbSpanStore, duckdbSpansDdl } from './duckdb.js';
+import { DuckDbSpanStore } from './duckdb.js';
+import { applyDuckDbMigrations } from './duckdb-migrations.js';
 import { SpanStoreRejectedError } from './span-store.js';
 
 const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_000_000 };
@@ -199,7 +200,7 @@ describe('DuckDbSpanStore', () => {
     const file = path.join(dir, 'older.duckdb');
     const plain = await DuckDBInstance.create(file);
     const conn = await plain.connect();
-    await conn.run(duckdbSpansDdl());
+    await applyDuckDbMigrations(conn);
     conn.closeSync();
     plain.closeSync();
     store = new DuckDbSpanStore({ file });

@@ -1,46 +1,27 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
-import { SPAN_COLUMNS, type ColumnKind } from '@trace-ingest/shared/rows';
-import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
+import { SPAN_COLUMNS } from '@trace-ingest/shared/rows';
+import { applyDuckDbMigrations, DUCKDB_TYPES, type DuckDbMigrationLogger } from './duckdb-migrations.js';
+import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, SpanStoreSchemaError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
 
-const TYPES: Record<ColumnKind, string> = {
-  string: 'VARCHAR',
-  int: 'BIGINT',
-  nullable_int: 'BIGINT',
-  nullable_float: 'DOUBLE',
-  date: 'DATE',
-  decimal: 'DECIMAL(38,18)',
-  bool: 'BOOLEAN',
-  string_array: 'VARCHAR[]',
-  int_array: 'BIGINT[]',
-};
+// The parts, for callers that need one of them (tests, tools).
+export { applyDuckDbMigrations, DUCKDB_TYPES, loadDuckDbMigrations, spansSchemaDrift } from './duckdb-migrations.js';
 
 /** The catalog name the spans file is attached as; queries name the table alone. */
 const CATALOG = 'spans_store';
 const ROW_GROUP_ROWS = 8192;
 
-const NULLABLE: ReadonlySet<ColumnKind> = new Set(['nullable_int', 'nullable_float']);
-
-/** The table is generated from the shared column list, so the two can never disagree. */
-export function duckdbSpansDdl(): string {
-  const cols = SPAN_COLUMNS.map(([name, kind]) => `  "${name}" ${TYPES[kind]}${NULLABLE.has(kind) ? '' : ' NOT NULL'}`);
-  // Metadata is stored as parallel key/value arrays (as in ClickHouse); the
-  // generated MAP columns give `trace_metadata['env']` for ad-hoc queries.
-  cols.push(`  "trace_metadata" MAP(VARCHAR, VARCHAR) GENERATED ALWAYS AS (map(trace_metadata_keys, trace_metadata_values)) VIRTUAL`);
-  cols.push(`  "span_metadata" MAP(VARCHAR, VARCHAR) GENERATED ALWAYS AS (map(span_metadata_keys, span_metadata_values)) VIRTUAL`);
-  cols.push('  PRIMARY KEY (org_id, trace_id, span_id)');
-  return `CREATE TABLE IF NOT EXISTS spans (\n${cols.join(',\n')}\n)`;
-}
-
 const COLUMN_LIST = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
-const READ_JSON_COLUMNS = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${TYPES[k]}'`).join(', ')}}`;
+const READ_JSON_COLUMNS = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
 
 // A plain INSERT that met a span already stored, or the same span twice in its batch.
 const DUPLICATE_KEY = /^Constraint Error: (Duplicate key .* violates primary key constraint|PRIMARY KEY or UNIQUE constraint violation)/;
 
-// Error classes DuckDB raises when the data itself is wrong (retrying cannot help).
+// Error classes DuckDB raises when the data itself is wrong (retrying cannot help)...
 const REJECTED = /^(Conversion Error|Invalid Input Error|Constraint Error|Binder Error|Out of Range Error)/;
+// ...except a table or column the file lacks: its schema is behind, which a migration mends.
+const SCHEMA_BEHIND = /^(Binder Error: Table "[^"]*" does not have a column|Catalog Error: Table with name \S+ does not exist)/;
 
 export interface DuckDbSpanStoreOptions {
   file: string;
@@ -50,6 +31,10 @@ export interface DuckDbSpanStoreOptions {
   memoryLimit?: string | undefined;
   /** DuckDB's worker threads (default: DuckDB's own, one per core). */
   threads?: number | undefined;
+  /** Where the migrations applied at start are reported. */
+  logger?: DuckDbMigrationLogger | undefined;
+  /** The migrations folder (default: the shipped `migrations/duckdb/`); tests give their own. */
+  migrationsDir?: URL | undefined;
 }
 
 /**
@@ -95,8 +80,7 @@ export class DuckDbSpanStore implements SpanStore {
       this.reader = await instance.connect();
       await this.writer.run(`USE ${CATALOG}`);
       await this.reader.run(`USE ${CATALOG}`);
-      await this.writer.run(duckdbSpansDdl());
-      await this.writer.run('CREATE INDEX IF NOT EXISTS spans_org_day_idx ON spans (org_id, start_date)');
+      await applyDuckDbMigrations(this.writer, this.opts.logger, this.opts.migrationsDir);
     } catch (e) {
       instance.closeSync();
       throw e;
@@ -181,6 +165,7 @@ export class DuckDbSpanStore implements SpanStore {
       return Number(result.rowsChanged);
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
+      if (SCHEMA_BEHIND.test(msg)) throw new SpanStoreSchemaError(msg.split('\n')[0] ?? msg, { cause: e });
       if (REJECTED.test(msg)) throw new SpanStoreRejectedError(msg, { cause: e });
       throw e;
     }

@@ -35,5 +35,5 @@ export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
       ...(opts.logger === undefined ? {} : { logger: opts.logger }),
     });
   }
-  return new DuckDbSpanStore({ file: opts.duckdbFile, threads: opts.duckdbThreads, memoryLimit: opts.duckdbMemoryLimit });
+  return new DuckDbSpanStore({ file: opts.duckdbFile, threads: opts.duckdbThreads, memoryLimit: opts.duckdbMemoryLimit, logger: opts.logger });
 }

@@ -60,10 +60,26 @@ export class ReadOnlyQueryError extends Error {
   }
 }
 
-/** The store refused the rows themselves (schema mismatch, bad value): dead-letter them. */
+/**
+ * The store refused the rows themselves (a bad value): dead-letter them. Never
+ * for a table or column the store lacks: that is SpanStoreSchemaError.
+ */
 export class SpanStoreRejectedError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'SpanStoreRejectedError';
+  }
+}
+
+/**
+ * The store lacks a table or column the rows need: its schema is behind the
+ * code (an upgrade not migrated yet, a hand-altered file). Retryable, never a
+ * dead letter: the rows wait in the write log until `trace-ingest migrate` (or
+ * a restart, which migrates) brings the schema up to date.
+ */
+export class SpanStoreSchemaError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(`span store schema is behind (run trace-ingest migrate, or restart the server, which migrates): ${message}`, options);
+    this.name = 'SpanStoreSchemaError';
   }
 }
