@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { InternalError, MethodNotAllowedError, NotFoundError, TiError, refusalReason } from '@trace-ingest/shared/errors';
+import { BadRequestError, InternalError, MethodNotAllowedError, NotFoundError, otlpAnswer, TiError, refusalReason } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { ingestHandler } from './ingest.js';
 import type { Metrics } from './metrics.js';
 import { otlpTracesHandler, type OtlpDeps } from './otlp.js';
-import { OTLP_TRACES_PATH, otlpStatus, requestFormat, type OtlpCodec } from './otlp-codec.js';
+import { OTLP_TRACES_PATH, requestFormat, type OtlpCodec } from './otlp-codec.js';
 
 export interface AppDeps extends OtlpDeps {
   /** Throws when a store cannot be reached or the write log is full. */
@@ -29,10 +29,16 @@ export function createApp(deps: AppDeps): express.Express {
   app.all('/ingest', (req) => {
     throw new MethodNotAllowedError(req.method, '/ingest', ['POST']);
   });
-  app.post(OTLP_TRACES_PATH, otlpTracesHandler(deps));
-  app.all(OTLP_TRACES_PATH, (req) => {
-    throw new MethodNotAllowedError(req.method, OTLP_TRACES_PATH, ['POST']);
-  });
+  // Errors on the OTLP route are answered by its own handler, in OTLP's encoding.
+  const otlpErrors = otlpErrorMiddleware(deps.logger, deps.metrics, deps.otlp.codec);
+  app.post(OTLP_TRACES_PATH, otlpTracesHandler(deps), otlpErrors);
+  app.all(
+    OTLP_TRACES_PATH,
+    (req: Request) => {
+      throw new MethodNotAllowedError(req.method, OTLP_TRACES_PATH, ['POST']);
+    },
+    otlpErrors,
+  );
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -67,7 +73,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req) => {
     throw new NotFoundError(`no route for ${req.method} ${req.path}; the API is POST /ingest (v1 JSON) and POST ${OTLP_TRACES_PATH} (OTLP/HTTP)`);
   });
-  app.use(errorMiddleware(deps.logger, deps.metrics, deps.otlp.codec));
+  app.use(errorMiddleware(deps.logger, deps.metrics));
   return app;
 }
 
@@ -106,36 +112,57 @@ function requestLog(logger: Logger, metrics: Metrics) {
   };
 }
 
-/** The one place where an error becomes an HTTP answer. */
-export function errorMiddleware(logger: Logger, metrics: Metrics, otlp?: OtlpCodec) {
+/**
+ * What every error answer does before it is sent, on any route: the log line
+ * for our own failures (4xx are the caller's and appear in the request line),
+ * the refusal metrics of the ingest routes, and closing a connection whose
+ * body was not read to its end.
+ */
+function noteError(e: TiError, err: unknown, req: Request, res: Response, logger: Logger, metrics: Metrics): void {
+  res.locals.errorCode = e.code;
+  if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
+  if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
+  if (req.path === '/ingest' || req.path === OTLP_TRACES_PATH) {
+    metrics.requests.inc({ status: String(e.httpCode), code: e.code });
+    metrics.batchesRejected.inc({ reason: refusalReason(e.code) });
+  }
+  // A body cut off at the limit, or never read, must not be read further: close after answering.
+  if (e.httpCode === 413 || !req.complete) res.setHeader('Connection', 'close');
+}
+
+/** The one place where an error becomes a JSON answer: `{error, code}` with the catalog's status. */
+export function errorMiddleware(logger: Logger, metrics: Metrics) {
   return (err: unknown, req: Request, res: Response, next: NextFunction): void => {
     if (res.headersSent) {
       next(err);
       return;
     }
     const e = toTiError(err);
-    res.locals.errorCode = e.code;
-    // 4xx are the caller's to fix and appear in the request line; 5xx are ours and are logged with their cause.
-    if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
-    if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
-    if (req.path === '/ingest' || req.path === OTLP_TRACES_PATH) {
-      metrics.requests.inc({ status: String(e.httpCode), code: e.code });
-      metrics.batchesRejected.inc({ reason: refusalReason(e.code) });
-    }
-    // A body cut off at the limit, or never read, must not be read further: close after answering.
-    if (e.httpCode === 413 || !req.complete) res.setHeader('Connection', 'close');
-    if (otlp !== undefined && req.path === OTLP_TRACES_PATH) {
-      // OTLP clients read a google.rpc.Status, encoded like their request (JSON when its type is not one of OTLP's).
-      const format = requestFormat(req.headers['content-type']) ?? 'json';
-      const { http, grpc } = otlpStatus(e);
-      res
-        .set(e.headers)
-        .status(http)
-        .type(format === 'json' ? 'application/json' : 'application/x-protobuf')
-        .send(otlp.encodeStatus(format, grpc, e.message));
+    noteError(e, err, req, res, logger, metrics);
+    res.set(e.headers).status(e.httpCode).json(e.toBody());
+  };
+}
+
+/**
+ * The OTLP route's error answer: a google.rpc.Status encoded like the
+ * request (JSON when its type is not one of OTLP's), with the status and
+ * code the catalog gives each error for OTLP exporters.
+ */
+export function otlpErrorMiddleware(logger: Logger, metrics: Metrics, codec: OtlpCodec) {
+  return (err: unknown, req: Request, res: Response, next: NextFunction): void => {
+    if (res.headersSent) {
+      next(err);
       return;
     }
-    res.set(e.headers).status(e.httpCode).json(e.toBody());
+    const e = toTiError(err);
+    noteError(e, err, req, res, logger, metrics);
+    const format = requestFormat(req.headers['content-type']) ?? 'json';
+    const { http, grpc } = otlpAnswer(e);
+    res
+      .set(e.headers)
+      .status(http)
+      .type(format === 'json' ? 'application/json' : 'application/x-protobuf')
+      .send(codec.encodeStatus(format, grpc, e.message));
   };
 }
 
@@ -143,7 +170,7 @@ function toTiError(err: unknown): TiError {
   if (err instanceof TiError) return err;
   const status = (err as { status?: unknown; statusCode?: unknown }).status ?? (err as { statusCode?: unknown }).statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new TiError(status, 'TI_ERR_BAD_REQUEST', err instanceof Error ? err.message : 'bad request');
+    return new BadRequestError('TI_ERR_BAD_REQUEST', err instanceof Error ? err.message : 'bad request');
   }
   return new InternalError(err);
 }

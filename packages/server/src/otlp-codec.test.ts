@@ -9,10 +9,12 @@ import {
   QuotaExceededError,
   RateLimitedError,
   ServiceUnavailableError,
+  GRPC,
+  otlpAnswer,
   UnauthorizedError,
   type TiError,
 } from '@trace-ingest/shared/errors';
-import { GRPC, InvalidOtlpError, OtlpCodec, otlpStatus, requestFormat, UnsupportedMediaTypeError } from './otlp-codec.js';
+import { InvalidOtlpError, OtlpCodec, requestFormat, UnsupportedMediaTypeError } from './otlp-codec.js';
 
 const RETRYABLE = new Set([429, 502, 503, 504]);
 
@@ -31,14 +33,14 @@ describe('OTLP status mapping', () => {
     ['backend down', new ServiceUnavailableError('redis down'), 503, GRPC.UNAVAILABLE],
     ['internal', new InternalError(new Error('x')), 500, GRPC.INTERNAL],
   ])('%s → HTTP %i, google.rpc.Code %i', (_name, e, http, grpc) => {
-    expect(otlpStatus(e)).toEqual({ http, grpc });
+    expect(otlpAnswer(e)).toEqual({ http, grpc });
   });
 
   it('only what is worth retrying gets a status OTLP exporters retry, and it carries Retry-After', () => {
     for (const e of [new QuotaExceededError(1), new UnauthorizedError(), new InvalidOtlpError('protobuf', 'x'), new PayloadTooLargeError(1)])
-      expect(RETRYABLE.has(otlpStatus(e).http)).toBe(false);
+      expect(RETRYABLE.has(otlpAnswer(e).http)).toBe(false);
     for (const e of [new RateLimitedError(2, 1), new DrainingError(), new BufferFullError(1)]) {
-      expect(RETRYABLE.has(otlpStatus(e).http)).toBe(true);
+      expect(RETRYABLE.has(otlpAnswer(e).http)).toBe(true);
       expect(e.headers['Retry-After']).toMatch(/^[1-9]\d*$/);
     }
   });

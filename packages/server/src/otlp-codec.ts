@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
-import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
+import { BadRequestError, GRPC } from '@trace-ingest/shared/errors';
 import type { OtlpExportRequest } from '@trace-ingest/shared/otlp-genai';
 import { exceedsDepth } from './json-depth.js';
 
@@ -22,9 +22,10 @@ export const MAX_OTLP_JSON_DEPTH = 64;
 
 const PROTO_DIR = fileURLToPath(new URL('../proto', import.meta.url));
 
-export class UnsupportedMediaTypeError extends TiError {
+/** Answered 415 on this route (the catalog's OTLP answer for TI_ERR_CONTENT_TYPE). */
+export class UnsupportedMediaTypeError extends BadRequestError {
   constructor(type: string) {
-    super(415, 'TI_ERR_CONTENT_TYPE', `Content-Type must be application/x-protobuf or application/json for ${OTLP_TRACES_PATH} (got "${type.slice(0, 100)}")`);
+    super('TI_ERR_CONTENT_TYPE', `Content-Type must be application/x-protobuf or application/json for ${OTLP_TRACES_PATH} (got "${type.slice(0, 100)}")`);
   }
 }
 
@@ -44,45 +45,6 @@ export function requestFormat(contentType: string | undefined): OtlpFormat | und
   if (type === 'application/json') return 'json';
   return undefined;
 }
-
-/**
- * How each failure is answered on the OTLP route: the HTTP status decides
- * what an exporter does (429, 502, 503 and 504 are retried, honouring
- * Retry-After; everything else is final), the google.rpc.Code goes in the
- * Status body. A used-up quota is 403 rather than /ingest's 429: every OTLP
- * exporter retries a 429, and the quota will not come back within its retries.
- */
-export function otlpStatus(e: TiError): { http: number; grpc: number } {
-  if (e.code === 'TI_ERR_QUOTA_EXCEEDED') return { http: 403, grpc: GRPC.RESOURCE_EXHAUSTED };
-  switch (e.httpCode) {
-    case 400:
-    case 413:
-    case 415:
-      return { http: e.httpCode, grpc: GRPC.INVALID_ARGUMENT };
-    case 401:
-      return { http: 401, grpc: GRPC.UNAUTHENTICATED };
-    case 404:
-      return { http: 404, grpc: GRPC.NOT_FOUND };
-    case 405:
-      return { http: 405, grpc: GRPC.UNIMPLEMENTED };
-    case 429:
-      return { http: 429, grpc: GRPC.RESOURCE_EXHAUSTED };
-    case 503:
-      return { http: 503, grpc: GRPC.UNAVAILABLE };
-    default:
-      return { http: e.httpCode, grpc: e.httpCode >= 500 ? GRPC.INTERNAL : GRPC.INVALID_ARGUMENT };
-  }
-}
-
-export const GRPC = {
-  INVALID_ARGUMENT: 3,
-  NOT_FOUND: 5,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-} as const;
 
 type Obj = Record<string, unknown>;
 

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '@trace-ingest/shared/config';
-import type { ErrorCode } from '@trace-ingest/shared/errors';
+import { TiError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { fastValidator } from '@trace-ingest/shared/validate';
 import type { KeyStore } from '@trace-ingest/store/key-store';
@@ -47,7 +47,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'Request Timeout', 'the request was not received in time']
         : [400, 'Bad Request', 'malformed HTTP request'];
-  const body = JSON.stringify({ error: message, code: 'TI_ERR_BAD_HTTP' satisfies ErrorCode });
+  const body = JSON.stringify(new TiError('TI_ERR_BAD_HTTP', message, { status }).toBody());
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );

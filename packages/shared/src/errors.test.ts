@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, type ErrorCode, TiError, refusalReason } from './errors.js';
+import * as errors from './errors.js';
+import { ERROR_CODES, GRPC, otlpAnswer, type ErrorCode, TiError, refusalReason } from './errors.js';
 import { buildOpenApiDocument, publicErrorCodes } from './openapi.js';
 
 const README = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
@@ -50,9 +51,44 @@ describe('error code catalog', () => {
     expect(refusalReason('TI_ERR_INTERNAL')).toBe('error');
   });
 
-  it('answers with a status its code is catalogued with', () => {
-    const e = new TiError(413, 'TI_ERR_PAYLOAD_TOO_LARGE', 'too large');
-    expect(ERROR_CODES[e.code].status).toContain(e.httpCode);
+  it('builds every error class with the status its code is catalogued with, and an OTLP answer for every ingest code', () => {
+    const built: TiError[] = [
+      new errors.PayloadTooLargeError(10),
+      new errors.UnauthorizedError(),
+      new errors.RateLimitedError(1, 5),
+      new errors.QuotaExceededError(10),
+      new errors.InvalidJsonError('x'),
+      new errors.ValidationError([]),
+      new errors.BadRequestError('TI_ERR_CONTENT_TYPE', 'x'),
+      new errors.NotFoundError('x'),
+      new errors.MethodNotAllowedError('GET', '/ingest', ['POST']),
+      new errors.DrainingError(),
+      new errors.BufferFullError(1),
+      new errors.ServiceUnavailableError('x'),
+      new errors.InternalError(),
+      new errors.ConfigError('x'),
+      new errors.UsageError('x'),
+      new errors.ConflictError('x'),
+    ];
+    // Every exported class of this module is built above.
+    const classes = Object.values(errors).filter((v) => typeof v === 'function' && v.prototype instanceof TiError);
+    expect(new Set(built.map((e) => e.constructor))).toEqual(new Set(classes));
+    for (const e of built) {
+      expect(ERROR_CODES[e.code].status[0], e.name).toBe(e.httpCode);
+      expect(e.toBody()).toEqual(expect.objectContaining({ code: e.code, error: e.message }));
+    }
+    for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) {
+      if (ERROR_CODES[code].surface === 'ingest') expect(ERROR_CODES[code].otlp, code).toBeDefined();
+      // Any code, with any catalogued status, builds; a status not catalogued for it is a programming error.
+      for (const status of ERROR_CODES[code].status) expect(new TiError(code, 'x', { status }).httpCode).toBe(status);
+    }
+    expect(() => new TiError('TI_ERR_VALIDATION', 'x', { status: 415 })).toThrow(/catalogued with 400, not 415/);
+  });
+
+  it('gives the OTLP route the answers of the README table', () => {
+    expect(otlpAnswer(new errors.BadRequestError('TI_ERR_CONTENT_TYPE', 'x'))).toEqual({ http: 415, grpc: GRPC.INVALID_ARGUMENT });
+    expect(otlpAnswer(new errors.QuotaExceededError(1))).toEqual({ http: 403, grpc: GRPC.RESOURCE_EXHAUSTED });
+    expect(otlpAnswer(new errors.UsageError('x'))).toEqual({ http: 400, grpc: GRPC.INVALID_ARGUMENT });
   });
 
   it('has no code spelled out by hand outside errors.ts', () => {

@@ -1,5 +1,16 @@
 import type { ValidationIssue } from './schema.js';
 
+/** The google.rpc.Code values OTLP answers carry. */
+export const GRPC = {
+  INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
 /**
  * Every code the service answers with, in one place: the status(es) it goes
  * out with, where it can be met (`ingest`: the public HTTP listener, listed
@@ -9,28 +20,30 @@ import type { ValidationIssue } from './schema.js';
  * trace_ingest_batches_rejected_total (others count as `error`).
  */
 const CATALOG = {
-  TI_ERR_PAYLOAD_TOO_LARGE: { status: [413], surface: 'ingest', reason: 'size' },
-  TI_ERR_UNAUTHORIZED: { status: [401], surface: 'ingest', reason: 'auth' },
-  TI_ERR_RATE_LIMITED: { status: [429], surface: 'ingest', reason: 'rate_limit' },
-  TI_ERR_QUOTA_EXCEEDED: { status: [429], surface: 'ingest', reason: 'quota' },
-  TI_ERR_INVALID_JSON: { status: [400], surface: 'ingest', reason: 'validation' },
-  TI_ERR_VALIDATION: { status: [400], surface: 'ingest', reason: 'validation' },
+  TI_ERR_PAYLOAD_TOO_LARGE: { status: [413], surface: 'ingest', reason: 'size', otlp: [413, GRPC.INVALID_ARGUMENT] },
+  TI_ERR_UNAUTHORIZED: { status: [401], surface: 'ingest', reason: 'auth', otlp: [401, GRPC.UNAUTHENTICATED] },
+  TI_ERR_RATE_LIMITED: { status: [429], surface: 'ingest', reason: 'rate_limit', otlp: [429, GRPC.RESOURCE_EXHAUSTED] },
+  /** On /v1/traces 403, not 429: every OTLP exporter retries a 429, and the quota will not come back within its retries. */
+  TI_ERR_QUOTA_EXCEEDED: { status: [429], surface: 'ingest', reason: 'quota', otlp: [403, GRPC.RESOURCE_EXHAUSTED] },
+  TI_ERR_INVALID_JSON: { status: [400], surface: 'ingest', reason: 'validation', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  TI_ERR_VALIDATION: { status: [400], surface: 'ingest', reason: 'validation', otlp: [400, GRPC.INVALID_ARGUMENT] },
   /** POST /v1/traces: a body that is not an OTLP ExportTraceServiceRequest. */
-  TI_ERR_INVALID_OTLP: { status: [400], surface: 'ingest', reason: 'validation' },
-  TI_ERR_CONTENT_TYPE: { status: [400], surface: 'ingest', reason: 'validation' },
-  TI_ERR_CONTENT_ENCODING: { status: [400], surface: 'ingest', reason: 'validation' },
-  TI_ERR_BODY_SIZE: { status: [400], surface: 'ingest', reason: 'validation' },
-  TI_ERR_ABORTED: { status: [400], surface: 'ingest', reason: 'aborted' },
-  TI_ERR_DRAINING: { status: [503], surface: 'ingest', reason: 'draining' },
-  TI_ERR_BUFFER_FULL: { status: [503], surface: 'ingest', reason: 'buffer_full' },
-  TI_ERR_UNAVAILABLE: { status: [503], surface: 'ingest' },
-  TI_ERR_INTERNAL: { status: [500], surface: 'ingest' },
-  TI_ERR_NOT_FOUND: { status: [404], surface: 'ingest' },
-  TI_ERR_METHOD_NOT_ALLOWED: { status: [405], surface: 'ingest' },
-  /** A request Express refused before a handler ran (its 4xx status kept). */
-  TI_ERR_BAD_REQUEST: { status: [400], surface: 'ingest' },
+  TI_ERR_INVALID_OTLP: { status: [400], surface: 'ingest', reason: 'validation', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  /** On /v1/traces 415, as the OTLP/HTTP specification asks for an unsupported Content-Type. */
+  TI_ERR_CONTENT_TYPE: { status: [400], surface: 'ingest', reason: 'validation', otlp: [415, GRPC.INVALID_ARGUMENT] },
+  TI_ERR_CONTENT_ENCODING: { status: [400], surface: 'ingest', reason: 'validation', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  TI_ERR_BODY_SIZE: { status: [400], surface: 'ingest', reason: 'validation', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  TI_ERR_ABORTED: { status: [400], surface: 'ingest', reason: 'aborted', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  TI_ERR_DRAINING: { status: [503], surface: 'ingest', reason: 'draining', otlp: [503, GRPC.UNAVAILABLE] },
+  TI_ERR_BUFFER_FULL: { status: [503], surface: 'ingest', reason: 'buffer_full', otlp: [503, GRPC.UNAVAILABLE] },
+  TI_ERR_UNAVAILABLE: { status: [503], surface: 'ingest', otlp: [503, GRPC.UNAVAILABLE] },
+  TI_ERR_INTERNAL: { status: [500], surface: 'ingest', otlp: [500, GRPC.INTERNAL] },
+  TI_ERR_NOT_FOUND: { status: [404], surface: 'ingest', otlp: [404, GRPC.NOT_FOUND] },
+  TI_ERR_METHOD_NOT_ALLOWED: { status: [405], surface: 'ingest', otlp: [405, GRPC.UNIMPLEMENTED] },
+  /** A request Express refused before a handler ran (a malformed URL). */
+  TI_ERR_BAD_REQUEST: { status: [400], surface: 'ingest', otlp: [400, GRPC.INVALID_ARGUMENT] },
   /** A request Node's HTTP parser refused: malformed, headers too large, too slow. */
-  TI_ERR_BAD_HTTP: { status: [400, 408, 431], surface: 'ingest' },
+  TI_ERR_BAD_HTTP: { status: [400, 408, 431], surface: 'ingest', otlp: [400, GRPC.INVALID_ARGUMENT] },
   TI_ERR_ADMIN_REQUEST: { status: [400], surface: 'admin' },
   TI_ERR_READ_ONLY: { status: [400], surface: 'admin' },
   TI_ERR_QUERY: { status: [400], surface: 'admin' },
@@ -40,9 +53,12 @@ const CATALOG = {
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 export interface ErrorCodeInfo {
+  /** The statuses it goes out with; the first is the one unless the condition names another of them. */
   status: readonly number[];
   surface: 'ingest' | 'admin' | 'cli' | 'start';
   reason?: string;
+  /** How POST /v1/traces answers it: the HTTP status (what an OTLP exporter retries on) and the google.rpc.Code of the Status body. */
+  otlp?: readonly [number, number];
 }
 
 export type ErrorCode = keyof typeof CATALOG;
@@ -53,20 +69,38 @@ export function refusalReason(code: ErrorCode): string {
   return ERROR_CODES[code].reason ?? 'error';
 }
 
+/** How POST /v1/traces answers an error: its HTTP status and google.rpc.Code, from the catalog. */
+export function otlpAnswer(e: TiError): { http: number; grpc: number } {
+  const otlp = ERROR_CODES[e.code].otlp;
+  if (otlp !== undefined) return { http: otlp[0], grpc: otlp[1] };
+  return { http: e.httpCode, grpc: e.httpCode >= 500 ? GRPC.INTERNAL : GRPC.INVALID_ARGUMENT };
+}
+
+export interface TiErrorOptions {
+  cause?: unknown;
+  headers?: Record<string, string>;
+  /** One of the code's catalogued statuses other than its first (e.g. 408 for a slow client). */
+  status?: number;
+}
+
 /**
  * The one base class of every error the service answers with. A handler
- * throws; a single error middleware turns it into the HTTP answer, so the
- * mapping from condition to status lives here and nowhere else.
+ * throws; a single error middleware turns it into the HTTP answer. The
+ * status comes from the code's entry in the catalog above, so the mapping
+ * from condition to status lives there and nowhere else.
  */
 export class TiError extends Error {
   readonly httpCode: number;
   readonly code: ErrorCode;
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(httpCode: number, code: ErrorCode, message: string, options?: { cause?: unknown; headers?: Record<string, string> }) {
+  constructor(code: ErrorCode, message: string, options?: TiErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    const statuses = ERROR_CODES[code].status;
+    const status = options?.status ?? statuses[0] ?? 500;
+    if (!statuses.includes(status)) throw new Error(`${code} is catalogued with ${statuses.join(', ')}, not ${status}`);
     this.name = new.target.name;
-    this.httpCode = httpCode;
+    this.httpCode = status;
     this.code = code;
     this.headers = options?.headers ?? {};
   }
@@ -79,13 +113,13 @@ export class TiError extends Error {
 
 export class PayloadTooLargeError extends TiError {
   constructor(limitBytes: number) {
-    super(413, 'TI_ERR_PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limitBytes} bytes (INGEST_MAX_BODY_BYTES); send smaller batches`);
+    super('TI_ERR_PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limitBytes} bytes (INGEST_MAX_BODY_BYTES); send smaller batches`);
   }
 }
 
 export class UnauthorizedError extends TiError {
   constructor(message = 'missing, invalid or revoked API key: send it as "Authorization: Bearer <key>" or "x-api-key: <key>"') {
-    super(401, 'TI_ERR_UNAUTHORIZED', message);
+    super('TI_ERR_UNAUTHORIZED', message);
   }
 }
 
@@ -93,7 +127,7 @@ export class RateLimitedError extends TiError {
   readonly retryAfterSeconds: number;
   constructor(retryAfterSeconds: number, limitRps: number) {
     const s = Math.max(1, Math.ceil(retryAfterSeconds));
-    super(429, 'TI_ERR_RATE_LIMITED', `rate limit of ${limitRps} requests per second for this API key exceeded; retry after ${s} s`, {
+    super('TI_ERR_RATE_LIMITED', `rate limit of ${limitRps} requests per second for this API key exceeded; retry after ${s} s`, {
       headers: { 'Retry-After': String(s) },
     });
     this.retryAfterSeconds = s;
@@ -102,17 +136,13 @@ export class RateLimitedError extends TiError {
 
 export class QuotaExceededError extends TiError {
   constructor(monthlySpans: number) {
-    super(
-      429,
-      'TI_ERR_QUOTA_EXCEEDED',
-      `monthly span quota of ${monthlySpans} spans is exceeded for this organization; upgrade the plan to send more this month`,
-    );
+    super('TI_ERR_QUOTA_EXCEEDED', `monthly span quota of ${monthlySpans} spans is exceeded for this organization; upgrade the plan to send more this month`);
   }
 }
 
 export class InvalidJsonError extends TiError {
   constructor(detail: string) {
-    super(400, 'TI_ERR_INVALID_JSON', `request body is not valid JSON: ${detail}`);
+    super('TI_ERR_INVALID_JSON', `request body is not valid JSON: ${detail}`);
   }
 }
 
@@ -121,7 +151,7 @@ export class ValidationError extends TiError {
   constructor(issues: ValidationIssue[]) {
     const first = issues[0];
     const summary = first === undefined ? 'payload does not match the v1 schema' : `${first.path}: ${first.message}`;
-    super(400, 'TI_ERR_VALIDATION', `payload failed validation (${issues.length} issue${issues.length === 1 ? '' : 's'}); first: ${summary}`);
+    super('TI_ERR_VALIDATION', `payload failed validation (${issues.length} issue${issues.length === 1 ? '' : 's'}); first: ${summary}`);
     this.issues = issues;
   }
   override toBody(): Record<string, unknown> {
@@ -131,19 +161,19 @@ export class ValidationError extends TiError {
 
 export class BadRequestError extends TiError {
   constructor(code: ErrorCode, message: string) {
-    super(400, code, message);
+    super(code, message);
   }
 }
 
 export class NotFoundError extends TiError {
   constructor(message: string) {
-    super(404, 'TI_ERR_NOT_FOUND', message);
+    super('TI_ERR_NOT_FOUND', message);
   }
 }
 
 export class MethodNotAllowedError extends TiError {
   constructor(method: string, path: string, allowed: readonly string[]) {
-    super(405, 'TI_ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
+    super('TI_ERR_METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
       headers: { Allow: allowed.join(', ') },
     });
   }
@@ -151,7 +181,7 @@ export class MethodNotAllowedError extends TiError {
 
 export class DrainingError extends TiError {
   constructor() {
-    super(503, 'TI_ERR_DRAINING', 'server is shutting down and accepts no new batches; retry against another replica or after restart', {
+    super('TI_ERR_DRAINING', 'server is shutting down and accepts no new batches; retry against another replica or after restart', {
       headers: { 'Retry-After': '1' },
     });
   }
@@ -159,7 +189,7 @@ export class DrainingError extends TiError {
 
 export class BufferFullError extends TiError {
   constructor(retryAfterSeconds: number) {
-    super(503, 'TI_ERR_BUFFER_FULL', 'write buffer is full while the span store catches up; retry later', {
+    super('TI_ERR_BUFFER_FULL', 'write buffer is full while the span store catches up; retry later', {
       headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
     });
   }
@@ -167,33 +197,33 @@ export class BufferFullError extends TiError {
 
 export class ServiceUnavailableError extends TiError {
   constructor(message: string, retryAfterSeconds = 1, cause?: unknown) {
-    super(503, 'TI_ERR_UNAVAILABLE', message, { cause, headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) } });
+    super('TI_ERR_UNAVAILABLE', message, { cause, headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) } });
   }
 }
 
 export class InternalError extends TiError {
   constructor(cause?: unknown) {
-    super(500, 'TI_ERR_INTERNAL', 'internal error; the batch was not accepted, retry it', { cause });
+    super('TI_ERR_INTERNAL', 'internal error; the batch was not accepted, retry it', { cause });
   }
 }
 
 /** Bad configuration: the process cannot start. The message names the variable. */
 export class ConfigError extends TiError {
   constructor(message: string) {
-    super(500, 'TI_ERR_CONFIG', message);
+    super('TI_ERR_CONFIG', message);
   }
 }
 
 /** A CLI or admin request names something that does not exist or conflicts. */
 export class UsageError extends TiError {
   constructor(message: string, code: ErrorCode = 'TI_ERR_USAGE') {
-    super(400, code, message);
+    super(code, message);
   }
 }
 
 export class ConflictError extends TiError {
   constructor(message: string) {
-    super(409, 'TI_ERR_CONFLICT', message);
+    super('TI_ERR_CONFLICT', message);
   }
 }
 
