@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LIMITS as SERVER_LIMITS, MAX_EPOCH_MS as SERVER_MAX_EPOCH_MS, validatePayload } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
+import { CUSTOMER_TEXT as SHARED_CUSTOMER_TEXT, SPAN_TEXT as SHARED_SPAN_TEXT, TRACE_TEXT as SHARED_TRACE_TEXT } from '@trace-ingest/shared/fields';
 import { CUSTOMER_TEXT, LIMITS, MAX_EPOCH_MS, SPAN_TEXT, TRACE_TEXT, spanProblem, traceProblem, utf8Bytes } from './limits.js';
 import type { SpanV1, TraceV1 } from './types.js';
 
@@ -28,6 +29,12 @@ describe('limits equal the server schema', () => {
   it('has the same counts', () => {
     for (const [k, v] of Object.entries(SERVER_LIMITS)) expect(LIMITS[k as keyof typeof LIMITS]).toBe(v);
     expect(MAX_EPOCH_MS).toBe(SERVER_MAX_EPOCH_MS);
+  });
+
+  it('has the same text bounds as the shared table of field limits', () => {
+    expect(TRACE_TEXT).toEqual(SHARED_TRACE_TEXT);
+    expect(CUSTOMER_TEXT).toEqual(SHARED_CUSTOMER_TEXT);
+    expect(SPAN_TEXT).toEqual(SHARED_SPAN_TEXT);
   });
 
   it.each(Object.entries(SPAN_TEXT))('span.%s: the same bounds, counted in code points', (field, [min, max]) => {

@@ -1,3 +1,4 @@
+import { CUSTOMER_TEXT, SPAN_TEXT, TRACE_TEXT } from './fields.js';
 import { codePointLength, LIMITS, MAX_EPOCH_MS, type Customer, type Metadata, type Span, type SpanType, type Trace, type Usage } from './schema.js';
 
 /**
@@ -568,7 +569,7 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   const span: Span = {
     spanId: hex(sid),
     spanType: spanTypeOf(a),
-    name: fit(s.name ?? '', 512, 'name', truncated),
+    name: fit(s.name ?? '', SPAN_TEXT.name[1], 'name', truncated),
     startTime,
     endTime,
   };
@@ -577,13 +578,13 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   if ((s.status?.code ?? 0) === STATUS_ERROR) {
     span.status = 'error';
     const msg = s.status?.message || exceptionMessage(s.events);
-    if (msg !== undefined && msg !== '') span.errorMessage = fit(msg, 8192, 'errorMessage', truncated);
+    if (msg !== undefined && msg !== '') span.errorMessage = fit(msg, SPAN_TEXT.errorMessage[1], 'errorMessage', truncated);
   }
 
   const model = a.first(MODEL_KEYS);
   const provider = providerOf(a);
-  if (model !== undefined) span.modelId = fit(model, 256, 'modelId', truncated);
-  if (provider !== undefined) span.provider = fit(provider, 128, 'provider', truncated);
+  if (model !== undefined) span.modelId = fit(model, SPAN_TEXT.modelId[1], 'modelId', truncated);
+  if (provider !== undefined) span.provider = fit(provider, SPAN_TEXT.provider[1], 'provider', truncated);
   const wrapper = isVercelWrapper(a);
   const usage = wrapper ? undefined : usageOf(a);
   if (usage !== undefined) span.usage = usage;
@@ -595,8 +596,8 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   const ev = textsFromEvents(s.events);
   const input = a.first(INPUT_TEXT_KEYS) ?? indexedMessages(a, 'gen_ai.prompt.') ?? ev.input;
   const output = a.first(OUTPUT_TEXT_KEYS) ?? indexedMessages(a, 'gen_ai.completion.') ?? ev.output;
-  if (input !== undefined) span.input = fit(input, 1_000_000, 'input', truncated);
-  if (output !== undefined) span.output = fit(output, 1_000_000, 'output', truncated);
+  if (input !== undefined) span.input = fit(input, SPAN_TEXT.input[1], 'input', truncated);
+  if (output !== undefined) span.output = fit(output, SPAN_TEXT.output[1], 'output', truncated);
 
   // Everything not in a column goes to metadata; usage attributes too when the usage was left unpriced (a wrapper's sum).
   const meta = new MetadataBuilder(1);
@@ -687,10 +688,10 @@ export function mapExportRequest(req: OtlpExportRequest, opts: OtlpMappingOption
   for (const g of groups) {
     const truncated: string[] = [];
     const name = rootNames.get(g.traceId) || g.resource.str('service.name') || 'unknown_service';
-    const base: Omit<Trace, 'spans'> = { traceId: g.traceId, traceName: fit(name, 256, 'traceName', truncated) };
-    if (g.agentName !== undefined) base.agentName = fit(g.agentName, 256, 'agentName', truncated);
-    if (g.session !== undefined) base.sessionId = fit(g.session, 128, 'sessionId', truncated);
-    if (g.customer !== undefined) base.customer = { id: fit(g.customer, 128, 'customer.id', truncated) } satisfies Customer;
+    const base: Omit<Trace, 'spans'> = { traceId: g.traceId, traceName: fit(name, TRACE_TEXT.traceName[1], 'traceName', truncated) };
+    if (g.agentName !== undefined) base.agentName = fit(g.agentName, TRACE_TEXT.agentName[1], 'agentName', truncated);
+    if (g.session !== undefined) base.sessionId = fit(g.session, TRACE_TEXT.sessionId[1], 'sessionId', truncated);
+    if (g.customer !== undefined) base.customer = { id: fit(g.customer, CUSTOMER_TEXT.id[1], 'customer.id', truncated) } satisfies Customer;
     const meta = new MetadataBuilder(1);
     for (const kv of g.resource.list) if (typeof kv.key === 'string') meta.add(kv.key, anyValueToText(kv.value));
     const metadata = meta.build(truncated.length > 0 ? [TRUNCATED_KEY, truncated.join(',')] : undefined);

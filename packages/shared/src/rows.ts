@@ -1,117 +1,16 @@
-import type { IngestPayload, Metadata, Span, Trace } from './schema.js';
-
-/**
- * The `spans` table contract: one row per span, the trace's fields copied
- * onto it. Column names are the same in every span store; ops query them.
- *
- * Conventions, the same in every store:
- * - Optional text is '' when absent (so it can sit in a sort key); optional
- *   numbers are NULL when absent (0 is a real measurement).
- * - Times are epoch milliseconds (Int64); `start_date` is the span's UTC day.
- * - Costs are USD decimals with 18 fractional digits, carried as strings so no
- *   binary float ever touches money.
- * - A span is identified by (org_id, trace_id, span_id).
- */
-export interface SpanRow {
-  org_id: string;
-  key_prefix: string;
-  received_at: number;
-  trace_id: string;
-  trace_name: string;
-  agent_name: string;
-  workflow_name: string;
-  workflow_run_id: string;
-  session_id: string;
-  customer_id: string;
-  customer_name: string;
-  customer_image_url: string;
-  trace_metadata_keys: string[];
-  trace_metadata_values: string[];
-  span_id: string;
-  parent_span_id: string;
-  span_type: string;
-  name: string;
-  start_time: number;
-  end_time: number;
-  start_date: string;
-  duration_ms: number;
-  status: string;
-  error_message: string;
-  provider: string;
-  model_id: string;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-  reasoning_tokens: number;
-  cached_input_tokens: number;
-  cache_write_input_tokens: number;
-  image_count: number;
-  web_search_count: number;
-  request_count: number;
-  input_cost: string;
-  output_cost: string;
-  reasoning_cost: string;
-  cached_input_cost: string;
-  cache_write_input_cost: string;
-  image_cost: string;
-  web_search_cost: string;
-  request_cost: string;
-  total_cost: string;
-  priced: boolean;
-  price_source: string;
-  ttft_ms: number | null;
-  chunk_offsets: number[];
-  chunk_tokens: number[];
-  reasoning_offsets: number[];
-  reasoning_chunk_tokens: number[];
-  reasoning_duration_ms: number | null;
-  input: string;
-  output: string;
-  tool_catalog: string;
-  model_call_ms: number | null;
-  system_fingerprint: string;
-  safety_metadata: string;
-  sources: string;
-  rate_limit_requests_limit: number | null;
-  rate_limit_requests_remaining: number | null;
-  rate_limit_requests_reset_ms: number | null;
-  rate_limit_tokens_limit: number | null;
-  rate_limit_tokens_remaining: number | null;
-  rate_limit_tokens_reset_ms: number | null;
-  span_metadata_keys: string[];
-  span_metadata_values: string[];
-}
+import { USAGE_DIMENSIONS, type UsageColumn } from './fields.js';
+import type { IngestPayload, Metadata, Span, Trace, Usage } from './schema.js';
 
 /** The usage columns in the order reports show them (usage report, its CSV, the console API). */
-export const USAGE_COLUMNS = [
-  'input_tokens',
-  'cached_input_tokens',
-  'cache_write_input_tokens',
-  'output_tokens',
-  'reasoning_tokens',
-  'total_tokens',
-  'image_count',
-  'web_search_count',
-  'request_count',
-] as const satisfies readonly (keyof SpanRow)[];
+export const USAGE_COLUMNS: readonly UsageColumn[] = USAGE_DIMENSIONS.map((d) => d.column);
 
 /** The cost columns in the order reports show them: each bucket beside its usage, then the total. */
-export const REPORT_COST_COLUMNS = [
-  'input_cost',
-  'cached_input_cost',
-  'cache_write_input_cost',
-  'output_cost',
-  'reasoning_cost',
-  'image_cost',
-  'web_search_cost',
-  'request_cost',
-  'total_cost',
-] as const satisfies readonly (keyof SpanRow)[];
+export const REPORT_COST_COLUMNS: readonly CostColumn[] = [...USAGE_DIMENSIONS.flatMap((d) => (d.cost === undefined ? [] : [d.cost])), 'total_cost'];
 
 export type ColumnKind = 'string' | 'int' | 'nullable_int' | 'nullable_float' | 'date' | 'decimal' | 'bool' | 'string_array' | 'int_array';
 
 /** Every column of `spans`, in table order, with its logical kind. Stores map kinds to their types. */
-export const SPAN_COLUMNS: ReadonlyArray<readonly [keyof SpanRow & string, ColumnKind]> = [
+export const SPAN_COLUMNS = [
   ['org_id', 'string'],
   ['key_prefix', 'string'],
   ['received_at', 'int'],
@@ -179,41 +78,55 @@ export const SPAN_COLUMNS: ReadonlyArray<readonly [keyof SpanRow & string, Colum
   ['rate_limit_tokens_reset_ms', 'nullable_int'],
   ['span_metadata_keys', 'string_array'],
   ['span_metadata_values', 'string_array'],
-];
+] as const satisfies ReadonlyArray<readonly [string, ColumnKind]>;
 
-/** The cost columns in table order (as `encodeRow` writes them: contiguous). */
-export const COST_COLUMNS: readonly (keyof SpanCosts & string)[] = SPAN_COLUMNS.filter(([, kind]) => kind === 'decimal').map(
-  ([name]) => name as keyof SpanCosts & string,
-);
-
-/** The cost columns of one span, decimal strings in USD. */
-export interface SpanCosts {
-  input_cost: string;
-  output_cost: string;
-  reasoning_cost: string;
-  cached_input_cost: string;
-  cache_write_input_cost: string;
-  image_cost: string;
-  web_search_cost: string;
-  request_cost: string;
-  total_cost: string;
-  priced: boolean;
-  /** Where the unit prices came from: `catalog:<version>`, `override:<id>`, or '' when unpriced. */
-  price_source: string;
+/** The value each column kind holds in a row. */
+interface KindValue {
+  string: string;
+  int: number;
+  nullable_int: number | null;
+  nullable_float: number | null;
+  date: string;
+  decimal: string;
+  bool: boolean;
+  string_array: string[];
+  int_array: number[];
 }
 
-const ZERO_COST = '0';
+type Column = (typeof SPAN_COLUMNS)[number];
 
+/**
+ * The `spans` table contract: one row per span, the trace's fields copied
+ * onto it. Column names are the same in every span store; ops query them.
+ *
+ * Conventions, the same in every store:
+ * - Optional text is '' when absent (so it can sit in a sort key); optional
+ *   numbers are NULL when absent (0 is a real measurement).
+ * - Times are epoch milliseconds (Int64); `start_date` is the span's UTC day.
+ * - Costs are USD decimals with 18 fractional digits, carried as strings so no
+ *   binary float ever touches money.
+ * - A span is identified by (org_id, trace_id, span_id).
+ */
+export type SpanRow = { [C in Column as C[0]]: KindValue[C[1]] };
+
+/** A cost column: each bucket's, and `total_cost`, their exact sum. */
+export type CostColumn = Extract<Column, readonly [string, 'decimal']>[0];
+
+/** The cost columns in table order (as `encodeRow` writes them: contiguous). */
+export const COST_COLUMNS: readonly CostColumn[] = SPAN_COLUMNS.filter((c): c is Extract<Column, readonly [string, 'decimal']> => c[1] === 'decimal').map(
+  ([name]) => name,
+);
+
+/**
+ * The cost columns of one span, decimal strings in USD, with `priced` and
+ * `price_source` (where the unit prices came from: `catalog:<version>`,
+ * `override:<id>`, or '' when unpriced).
+ */
+export type SpanCosts = Pick<SpanRow, CostColumn | 'priced' | 'price_source'>;
+
+/** The costs of a span no price is known for: every cost 0. */
 export const UNPRICED: Readonly<SpanCosts> = Object.freeze({
-  input_cost: ZERO_COST,
-  output_cost: ZERO_COST,
-  reasoning_cost: ZERO_COST,
-  cached_input_cost: ZERO_COST,
-  cache_write_input_cost: ZERO_COST,
-  image_cost: ZERO_COST,
-  web_search_cost: ZERO_COST,
-  request_cost: ZERO_COST,
-  total_cost: ZERO_COST,
+  ...(Object.fromEntries(COST_COLUMNS.map((c) => [c, '0'])) as Record<CostColumn, string>),
   priced: false,
   price_source: '',
 });
@@ -255,6 +168,23 @@ function metaValues(m: Metadata | undefined): string[] {
   return out;
 }
 
+/** The usage columns of a span, by the one table of usage dimensions (0 when not sent). */
+export function usageColumns(u: Usage | undefined): Record<UsageColumn, number> {
+  const out = {} as Record<UsageColumn, number>;
+  for (const d of USAGE_IN_TABLE_ORDER) out[d.column] = u?.[d.field] ?? 0;
+  return out;
+}
+
+// Row objects keep the table's key order, as the line form does.
+const USAGE_IN_TABLE_ORDER = [...USAGE_DIMENSIONS].sort(
+  (a, b) => SPAN_COLUMNS.findIndex(([n]) => n === a.column) - SPAN_COLUMNS.findIndex(([n]) => n === b.column),
+);
+
+/**
+ * The row object of a span. The request path writes the same row as a line
+ * without building this object (`encodeSpanLine`); this is the plain form the
+ * tests hold that line to, and what tools that want an object use.
+ */
 export function spanToRow(trace: Trace, span: Span, ctx: RowContext, costs: SpanCosts): SpanRow {
   const u = span.usage;
   const rl = span.rateLimit;
@@ -285,26 +215,8 @@ export function spanToRow(trace: Trace, span: Span, ctx: RowContext, costs: Span
     error_message: span.errorMessage ?? '',
     provider: span.provider ?? '',
     model_id: span.modelId ?? '',
-    input_tokens: u?.inputTokens ?? 0,
-    output_tokens: u?.outputTokens ?? 0,
-    total_tokens: u?.totalTokens ?? 0,
-    reasoning_tokens: u?.reasoningTokens ?? 0,
-    cached_input_tokens: u?.cachedInputTokens ?? 0,
-    cache_write_input_tokens: u?.cacheWriteInputTokens ?? 0,
-    image_count: u?.imageCount ?? 0,
-    web_search_count: u?.webSearchCount ?? 0,
-    request_count: u?.requestCount ?? 0,
-    input_cost: costs.input_cost,
-    output_cost: costs.output_cost,
-    reasoning_cost: costs.reasoning_cost,
-    cached_input_cost: costs.cached_input_cost,
-    cache_write_input_cost: costs.cache_write_input_cost,
-    image_cost: costs.image_cost,
-    web_search_cost: costs.web_search_cost,
-    request_cost: costs.request_cost,
-    total_cost: costs.total_cost,
-    priced: costs.priced,
-    price_source: costs.price_source,
+    ...usageColumns(u),
+    ...costs,
     ttft_ms: span.ttftMs ?? null,
     chunk_offsets: span.chunkOffsets ?? [],
     chunk_tokens: span.chunkTokens ?? [],
@@ -343,8 +255,11 @@ export function payloadToRows(payload: IngestPayload, ctx: RowContext, price: Sp
  * format): one JSON object per line, keys in table order, decimals as strings.
  */
 export function encodeRow(row: SpanRow): string {
-  return withoutLoneSurrogates(JSON.stringify(row));
+  return withoutLoneSurrogates(JSON.stringify(row, COLUMN_NAMES));
 }
+
+/** Keys in table order, whatever order a row object was built in. */
+const COLUMN_NAMES: string[] = SPAN_COLUMNS.map(([name]) => name);
 
 /**
  * JSON.stringify writes a lone surrogate as an escape (\udc00), which the

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT } from './fields.js';
 
 /**
  * The v1 wire contract of `POST /ingest` (ingest-api-v1.md, section 2).
@@ -8,14 +9,7 @@ import { z } from 'zod';
  * text outside the Basic Multilingual Plane.
  */
 
-export const LIMITS = {
-  tracesPerBatch: 1000,
-  spansPerTrace: 2000,
-  metadataEntries: 64,
-  metadataKeyChars: 128,
-  metadataValueChars: 1024,
-  chunkArrayItems: 200,
-} as const;
+export { LIMITS } from './fields.js';
 
 /** Length in code points, computed only when the UTF-16 length could exceed it. */
 export function codePointLength(s: string): number {
@@ -32,7 +26,7 @@ export function codePointLength(s: string): number {
   return n;
 }
 
-function text(max: number, min = 0) {
+function text([min, max]: readonly [number, number]) {
   let s = z.string();
   if (min > 0) s = s.min(min, { message: `must be at least ${min} character${min === 1 ? '' : 's'} long` });
   return s
@@ -50,7 +44,7 @@ export const MAX_EPOCH_MS = 253_402_300_799_999;
 const epochMs = count.max(MAX_EPOCH_MS, { message: `must be epoch milliseconds no later than ${MAX_EPOCH_MS} (9999-12-31T23:59:59.999Z)` });
 
 export const MetadataSchema = z
-  .record(text(LIMITS.metadataKeyChars), text(LIMITS.metadataValueChars))
+  .record(text([0, LIMITS.metadataKeyChars]), text([0, LIMITS.metadataValueChars]))
   .refine((m) => Object.keys(m).length <= LIMITS.metadataEntries, {
     message: `must have at most ${LIMITS.metadataEntries} entries`,
   })
@@ -63,12 +57,14 @@ export const MetadataSchema = z
 
 export const CustomerSchema = z
   .strictObject({
-    id: text(128, 1),
-    name: text(256).optional(),
+    id: text(CUSTOMER_TEXT.id),
+    name: text(CUSTOMER_TEXT.name).optional(),
     imageUrl: z
       .url({ message: 'must be an absolute URI' })
-      .refine((v) => v.length <= 2048 || codePointLength(v) <= 2048, { message: 'must be at most 2048 characters long' })
-      .meta({ maxLength: 2048, format: 'uri' })
+      .refine((v) => v.length <= CUSTOMER_TEXT.imageUrl[1] || codePointLength(v) <= CUSTOMER_TEXT.imageUrl[1], {
+        message: `must be at most ${CUSTOMER_TEXT.imageUrl[1]} characters long`,
+      })
+      .meta({ maxLength: CUSTOMER_TEXT.imageUrl[1], format: 'uri' })
       .optional(),
   })
   .meta({ description: 'The end customer the call serves, used for per-customer cost attribution.' });
@@ -111,17 +107,17 @@ export const SpanStatusSchema = z.enum(['ok', 'error']);
 
 export const SpanSchema = z
   .strictObject({
-    spanId: text(128, 1),
-    parentSpanId: text(128, 1).optional(),
+    spanId: text(SPAN_TEXT.spanId),
+    parentSpanId: text(SPAN_TEXT.parentSpanId).optional(),
     spanType: SpanTypeSchema,
-    name: text(512),
+    name: text(SPAN_TEXT.name),
     startTime: epochMs.meta({ description: 'Epoch milliseconds.' }),
     // `x-minimum-field` carries the cross-field rule into the JSON Schema; the ajv validator implements it.
     endTime: epochMs.meta({ description: 'Epoch milliseconds; >= startTime.', 'x-minimum-field': 'startTime' }),
     status: SpanStatusSchema.optional(),
-    errorMessage: text(8192).optional(),
-    provider: text(128).optional(),
-    modelId: text(256).optional(),
+    errorMessage: text(SPAN_TEXT.errorMessage).optional(),
+    provider: text(SPAN_TEXT.provider).optional(),
+    modelId: text(SPAN_TEXT.modelId).optional(),
     usage: UsageSchema.optional(),
     ttftMs: z.number().min(0, { message: 'must be >= 0' }).optional(),
     chunkOffsets: chunkArray.optional(),
@@ -129,13 +125,13 @@ export const SpanSchema = z
     reasoningOffsets: chunkArray.optional(),
     reasoningChunkTokens: chunkArray.optional(),
     reasoningDurationMs: count.optional(),
-    input: text(1_000_000).optional(),
-    output: text(1_000_000).optional(),
-    toolCatalog: text(1_000_000).optional(),
+    input: text(SPAN_TEXT.input).optional(),
+    output: text(SPAN_TEXT.output).optional(),
+    toolCatalog: text(SPAN_TEXT.toolCatalog).optional(),
     modelCallMs: count.optional(),
-    systemFingerprint: text(256).optional(),
-    safetyMetadata: text(16384).optional(),
-    sources: text(1_000_000).optional(),
+    systemFingerprint: text(SPAN_TEXT.systemFingerprint).optional(),
+    safetyMetadata: text(SPAN_TEXT.safetyMetadata).optional(),
+    sources: text(SPAN_TEXT.sources).optional(),
     rateLimit: RateLimitSchema.optional(),
     metadata: MetadataSchema.optional(),
   })
@@ -143,12 +139,12 @@ export const SpanSchema = z
 
 export const TraceSchema = z
   .strictObject({
-    traceId: text(128, 1),
-    traceName: text(256).optional(),
-    agentName: text(256).optional(),
-    workflowName: text(256).optional(),
-    workflowRunId: text(128).optional(),
-    sessionId: text(128).optional(),
+    traceId: text(TRACE_TEXT.traceId),
+    traceName: text(TRACE_TEXT.traceName).optional(),
+    agentName: text(TRACE_TEXT.agentName).optional(),
+    workflowName: text(TRACE_TEXT.workflowName).optional(),
+    workflowRunId: text(TRACE_TEXT.workflowRunId).optional(),
+    sessionId: text(TRACE_TEXT.sessionId).optional(),
     customer: CustomerSchema.optional(),
     metadata: MetadataSchema.optional(),
     spans: z

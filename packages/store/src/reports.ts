@@ -1,5 +1,6 @@
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { COST_COLUMNS, encodeRow, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
 import type { QueryRow, SpanStore } from './span-store.js';
 
@@ -213,16 +214,7 @@ export function rowToPricedSpan(r: SpanRow): Span {
     endTime: r.end_time,
     ...(r.provider === '' ? {} : { provider: r.provider }),
     ...(r.model_id === '' ? {} : { modelId: r.model_id }),
-    usage: {
-      inputTokens: r.input_tokens,
-      outputTokens: r.output_tokens,
-      reasoningTokens: r.reasoning_tokens,
-      cachedInputTokens: r.cached_input_tokens,
-      cacheWriteInputTokens: r.cache_write_input_tokens,
-      imageCount: r.image_count,
-      webSearchCount: r.web_search_count,
-      requestCount: r.request_count,
-    },
+    usage: Object.fromEntries(USAGE_DIMENSIONS.map((d) => [d.field, r[d.column]])),
   };
 }
 
