@@ -6,7 +6,7 @@
 //
 //   npx tsc -b && node bench/pipeline.js [workloads, default small,large,max] [--rounds 7]
 //
-// Steps (cumulative, as in packages/server/src/ingest.ts and otlp.ts):
+// Steps (cumulative, as in packages/server/src/pipeline.ts, ingest.ts and otlp.ts):
 //   parse     the nesting guard, UTF-8 decode and JSON.parse (the floor any JSON ingest pays);
 //             for the `otlp` workload: protobuf decode and the GenAI mapping onto v1 traces
 //   validate  ajv's compiled validator (zod only explains failures)
@@ -16,7 +16,7 @@
 import { crc32 } from 'node:zlib';
 import { exceedsDepth, MAX_JSON_DEPTH } from '../packages/server/dist/json-depth.js';
 import { PriceEngine } from '../packages/shared/dist/price-engine.js';
-import { toNdjson } from '../packages/server/dist/ingest.js';
+import { toNdjson } from '../packages/server/dist/pipeline.js';
 import { encodeSpanLine, encodeTraceHead } from '../packages/shared/dist/rows.js';
 import { validateIngest } from '../packages/shared/dist/validate.js';
 import { mapExportRequest } from '../packages/shared/dist/otlp-genai.js';

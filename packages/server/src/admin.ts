@@ -7,7 +7,7 @@ import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
 import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
-import type { Pricing } from './ingest.js';
+import type { Pricing } from './pipeline.js';
 import type { Metrics } from './metrics.js';
 
 const Window = { orgId: z.string().min(1), from: z.number().int(), to: z.number().int() };

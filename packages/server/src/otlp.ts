@@ -4,7 +4,7 @@ import { mapExportRequest, type MappedTraces, type OtlpMappingOptions } from '@t
 import type { Trace } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
 import { readBody } from './body.js';
-import { accepted, admit, encodeTraces, needsSlot, noop, type EncodedBatch, type IngestDeps } from './ingest.js';
+import { accepted, admit, encodeTraces, needsSlot, noop, type EncodedBatch, type IngestDeps } from './pipeline.js';
 import { requestFormat, UnsupportedMediaTypeError, type OtlpCodec, type OtlpFormat } from './otlp-codec.js';
 
 export interface OtlpDeps extends IngestDeps {

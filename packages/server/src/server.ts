@@ -20,7 +20,7 @@ import { Authenticator } from './auth.js';
 import { createConsoleApp } from './console.js';
 import { BodySlots } from './body.js';
 import { Flusher } from './flusher.js';
-import type { Pricing } from './ingest.js';
+import type { Pricing } from './pipeline.js';
 import { Metrics } from './metrics.js';
 import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.js';
 import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';

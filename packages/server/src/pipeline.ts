@@ -1,0 +1,132 @@
+import type { Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { DrainingError } from '@trace-ingest/shared/errors';
+import { encodeSpanLine, encodeTraceHead, type SpanPricer } from '@trace-ingest/shared/rows';
+import type { Span, Trace } from '@trace-ingest/shared/schema';
+import type { ResolvedKey } from '@trace-ingest/store/key-store';
+import type { Authenticator } from './auth.js';
+import { checkDeclaredLength, type BodySlots } from './body.js';
+import type { Flusher } from './flusher.js';
+import type { Metrics } from './metrics.js';
+import type { QuotaCounter } from './quota.js';
+import type { RateLimiter } from './rate-limit.js';
+import type { WriteLog } from './write-log.js';
+
+/*
+ * The steps every ingest route shares, in the contract's order: admit (size,
+ * key, rate limit and quota), then, once the route has its traces (v1 JSON or
+ * OTLP), price and encode them, and after the write log holds them, count
+ * them as accepted. POST /ingest (ingest.ts) and POST /v1/traces (otlp.ts)
+ * differ only in how the body becomes traces.
+ */
+
+/** Prices spans; `refresh` picks up override changes before each batch. */
+export interface Pricing {
+  refresh(): Promise<void>;
+  readonly price: SpanPricer;
+}
+
+/** What the handler uses of each part, so tests can hand in a fake for one of them. */
+export interface IngestDeps {
+  maxBodyBytes: number;
+  auth: Pick<Authenticator, 'authenticate'>;
+  limiter: RateLimiter;
+  quota: QuotaCounter;
+  pricing: Pricing;
+  log: Pick<WriteLog, 'append'>;
+  flusher: Pick<Flusher, 'notify'>;
+  slots: Pick<BodySlots, 'acquire'>;
+  metrics: Metrics;
+  logger: Logger;
+  isDraining: () => boolean;
+}
+
+/**
+ * Steps 1-3 of every ingest route (size → key → rate limit and quota). Key
+ * and limits need only headers, so they run before the body is read.
+ */
+export async function admit(req: Request, res: Response, deps: IngestDeps): Promise<{ key: ResolvedKey; now: number }> {
+  if (deps.isDraining()) throw new DrainingError();
+
+  // 1. Size, by the declared length (a chunked body is counted while read).
+  checkDeclaredLength(req, deps.maxBodyBytes);
+
+  // 2. Key.
+  const key = await deps.auth.authenticate(req.headers);
+  res.locals.keyPrefix = key.prefix;
+  res.locals.orgId = key.orgId;
+
+  // 3. Per-key rate limit, then the org's monthly quota.
+  const now = Date.now();
+  await deps.limiter.consume(key.keyId, key.rateLimitRps);
+  await deps.quota.check(key.orgId, key.monthlySpans, now);
+  return { key, now };
+}
+
+/** After the write log holds a batch: wake the flusher, count it against the quota, record the metrics. */
+export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: EncodedBatch, now: number, started: number, status: string): Promise<void> {
+  deps.flusher.notify();
+  // The batch will be stored: from here on the answer is a success (a failed count is retried by the counter).
+  await deps.quota.add(key.orgId, batch.rows, now);
+
+  deps.metrics.spansAccepted.inc(batch.rows);
+  if (batch.unpriced.length > 0) {
+    deps.metrics.spansUnpriced.inc(batch.unpriced.length);
+    for (const sp of batch.unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
+  }
+  deps.metrics.requestDuration.observe((performance.now() - started) / 1000);
+  deps.metrics.requests.inc({ status, code: '' });
+}
+
+/** Below this declared size (and not compressed) a body is read without a slot. */
+export const SMALL_BODY_BYTES = 1024 * 1024;
+
+export const noop = (): void => undefined;
+
+export function needsSlot(req: Request): boolean {
+  const declared = Number(req.headers['content-length']);
+  const encoding = req.headers['content-encoding'];
+  const plain = encoding === undefined || encoding === '' || encoding.trim().toLowerCase() === 'identity';
+  return !(plain && Number.isFinite(declared) && declared <= SMALL_BODY_BYTES);
+}
+
+export interface EncodedBatch {
+  /** Canonical NDJSON lines, one per span. */
+  lines: Buffer;
+  rows: number;
+  unpriced: Span[];
+}
+
+/** Steps 5-6 of every ingest route: price each span of valid traces and encode its row. */
+export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
+  await deps.pricing.refresh();
+  const ctx = { orgId: key.orgId, keyPrefix: key.prefix, receivedAt: now };
+  const lines: string[] = [];
+  const unpriced: Span[] = [];
+  for (const trace of traces) {
+    const head = encodeTraceHead(trace, ctx);
+    for (const span of trace.spans) {
+      const costs = deps.pricing.price(span, key.orgId);
+      if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
+      lines.push(encodeSpanLine(head, span, costs));
+    }
+  }
+  return { lines: toNdjson(lines), rows: lines.length, unpriced };
+}
+
+/**
+ * The lines as UTF-8, each ending in a newline, written straight into one
+ * buffer of the exact size: joining them first and encoding the joined text
+ * cost 2.5 times as much on 2 KB texts.
+ */
+export function toNdjson(lines: readonly string[]): Buffer {
+  let size = lines.length;
+  for (const line of lines) size += Buffer.byteLength(line, 'utf8');
+  const buf = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const line of lines) {
+    at += buf.write(line, at, 'utf8');
+    buf[at++] = 0x0a;
+  }
+  return buf;
+}
