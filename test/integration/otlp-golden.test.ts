@@ -3,16 +3,19 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OtlpCodec, type OtlpFormat } from '@trace-ingest/server/otlp-codec';
+import { CONVENTIONS } from '@trace-ingest/shared/otlp-conventions';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
 /**
- * Golden OTLP JSON documents (test/fixtures/otlp): one per alias family of
- * the usage attributes, with the rows and exact costs they must leave, and
+ * Golden OTLP JSON documents: one per alias family of
+ * the usage attributes (`<family>.golden.json` beside its module in
+ * packages/shared/src/otlp/conventions/), with the rows and exact costs they must leave, and
  * one per answer of POST /v1/traces, each sent as OTLP JSON and, where it
  * applies, as the protobuf encoding of the same document.
  */
 
 const DIR = path.resolve(import.meta.dirname, '../fixtures/otlp');
+const FAMILIES = path.resolve(import.meta.dirname, '../../packages/shared/src/otlp/conventions');
 const codec = new OtlpCodec();
 
 interface UsageFixture {
@@ -38,12 +41,12 @@ interface ErrorFixture {
   expect: { status: number; grpcCode?: number; retryAfter?: boolean; message?: string; rejectedSpans?: number; rows?: number };
 }
 
-function load<T>(sub: string): [string, T][] {
+function load<T>(dir: string, suffix = '.json'): [string, T][] {
   return fs
-    .readdirSync(path.join(DIR, sub))
-    .filter((f) => f.endsWith('.json'))
+    .readdirSync(dir)
+    .filter((f) => f.endsWith(suffix))
     .sort()
-    .map((f) => [f.replace(/\.json$/, ''), JSON.parse(fs.readFileSync(path.join(DIR, sub, f), 'utf8')) as T]);
+    .map((f) => [f.slice(0, -suffix.length), JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as T]);
 }
 
 const CONTENT_TYPE: Record<OtlpFormat, string> = { json: 'application/json', protobuf: 'application/x-protobuf' };
@@ -70,7 +73,12 @@ describe('golden OTLP documents: usage alias families', () => {
   });
   afterAll(async () => t.close());
 
-  for (const [name, fx] of load<UsageFixture>('usage')) {
+  // One golden document beside each instrumentation family's module, and the cases that cut across families.
+  const usage = [...load<UsageFixture>(FAMILIES, '.golden.json'), ...load<UsageFixture>(path.join(DIR, 'usage'))];
+  it('has a golden document for every registered family', () => {
+    expect(load<UsageFixture>(FAMILIES, '.golden.json').map(([n]) => n)).toEqual(CONVENTIONS.map((c) => c.name).sort());
+  });
+  for (const [name, fx] of usage) {
     for (const format of ['json', 'protobuf'] as const) {
       it(`${name} (${format}): ${fx.description.slice(0, 80)}`, async () => {
         const { key, orgId } = await t.newKey();
@@ -120,7 +128,7 @@ describe('golden OTLP documents: every answer of POST /v1/traces', () => {
   });
 
   let plans = 0;
-  for (const [name, fx] of load<ErrorFixture>('errors')) {
+  for (const [name, fx] of load<ErrorFixture>(path.join(DIR, 'errors'))) {
     for (const format of fx.formats) {
       it(`${name} (${format}): ${fx.description.slice(0, 80)}`, async () => {
         const t = await serverFor(fx.setup);

@@ -1,0 +1,37 @@
+import type { SpanType } from '../schema.js';
+import type { Attrs } from './attrs.js';
+
+/** The usage counts a span may carry, each read from the first attribute present. */
+export type UsageCount = 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'reasoning' | 'total';
+
+/**
+ * What one instrumentation family (a set of attribute names and the rules
+ * that read them) contributes to the mapping. Adding an instrumentation is a
+ * module exporting one of these and its line in `conventions/index.ts`; the
+ * registry's order is the precedence when a span carries several families'
+ * names for the same column.
+ */
+export interface Convention {
+  name: string;
+  /** Attribute names of each column, in this family's order of preference. */
+  model?: readonly string[];
+  provider?: readonly string[];
+  usage?: Partial<Record<UsageCount, readonly string[]>>;
+  inputText?: readonly string[];
+  outputText?: readonly string[];
+  ttft?: readonly string[];
+  /** Other attributes read into a column (so left out of metadata), e.g. the span kind. */
+  consumed?: readonly string[];
+  /** Attributes read by a rule below without becoming a column. */
+  reads?: readonly string[];
+  /** The span's type, when this family's attributes decide it; the first family that answers wins. */
+  spanType?(a: Attrs): SpanType | undefined;
+  /**
+   * The provider, when the span is this family's and its spelling must be
+   * translated: `{ value }` claims the span (value may be undefined); undefined
+   * leaves it to the `provider` name lists.
+   */
+  providerOf?(a: Attrs): { value: string | undefined } | undefined;
+  /** A span that repeats the summed usage of its children: stored with its counts in metadata and unpriced. */
+  isWrapper?(a: Attrs): boolean;
+}
