@@ -8,9 +8,9 @@ import { UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import type { ConsoleTokens } from '../../packages/store/src/console-tokens.js';
 import { openConsoleTokens } from '../../packages/store/src/console-tokens.js';
-import { PostgresKeyStore } from '../../packages/store/src/control-store-postgres.js';
-import { SqliteKeyStore } from '../../packages/store/src/control-store-sqlite.js';
-import type { KeyStore } from '../../packages/store/src/key-store.js';
+import { PostgresControlStore } from '../../packages/store/src/control-store-postgres.js';
+import { SqliteControlStore } from '../../packages/store/src/control-store-sqlite.js';
+import type { ControlStore } from '@trace-ingest/store/control-store-types';
 
 const DATABASE_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const RUN = `ti_ctok_${randomBytes(4).toString('hex')}`;
@@ -26,8 +26,8 @@ afterAll(async () => {
 /** A migrated key store and the console tokens beside it, closed when the test ends. */
 async function open(
   kind: 'sqlite' | 'postgres',
-): Promise<{ keys: KeyStore; tokens: ConsoleTokens; raw: () => Promise<Record<string, unknown>[]>; another: () => Promise<ConsoleTokens> }> {
-  let keys: KeyStore;
+): Promise<{ keys: ControlStore; tokens: ConsoleTokens; raw: () => Promise<Record<string, unknown>[]>; another: () => Promise<ConsoleTokens> }> {
+  let keys: ControlStore;
   let where: { sqliteFile: string; databaseUrl?: string };
   let tokens: ConsoleTokens;
   let raw: () => Promise<Record<string, unknown>[]>;
@@ -35,7 +35,7 @@ async function open(
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-ctok-'));
     onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'k.sqlite');
-    keys = new SqliteKeyStore(file);
+    keys = new SqliteControlStore(file);
     await keys.start();
     where = { sqliteFile: file };
     tokens = await openConsoleTokens(where);
@@ -52,7 +52,7 @@ async function open(
     const schema = `${RUN}_${schemas.length}`;
     schemas.push(schema);
     const url = `${DATABASE_URL}?schema=${schema}`;
-    keys = new PostgresKeyStore(url, { poolSize: 2 });
+    keys = new PostgresControlStore(url, { poolSize: 2 });
     await keys.start();
     where = { sqliteFile: '/nonexistent', databaseUrl: url };
     tokens = await openConsoleTokens(where);

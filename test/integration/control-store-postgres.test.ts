@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
-import { PostgresKeyStore, parseDatabaseUrl } from '../../packages/store/src/control-store-postgres.js';
+import { PostgresControlStore, parseDatabaseUrl } from '../../packages/store/src/control-store-postgres.js';
 import { controlStoreContract } from '../../packages/store/src/control-store.contract.js';
 
 // The PostgreSQL server of the test machine (trust auth on loopback); each run
@@ -33,12 +33,12 @@ afterAll(async () => {
 });
 
 describe('control store on PostgreSQL', () => {
-  const open: PostgresKeyStore[] = [];
+  const open: PostgresControlStore[] = [];
   afterEach(async () => {
     await Promise.all(open.splice(0).map((s) => s.close()));
   });
   controlStoreContract(async () => {
-    const store = new PostgresKeyStore(DATABASE_URL, { schema: freshSchema(), poolSize: 4 });
+    const store = new PostgresControlStore(DATABASE_URL, { schema: freshSchema(), poolSize: 4 });
     open.push(store);
     await store.start();
     return store;
@@ -46,9 +46,9 @@ describe('control store on PostgreSQL', () => {
 });
 
 describe('PostgreSQL control store across processes', () => {
-  let store: PostgresKeyStore;
+  let store: PostgresControlStore;
   beforeEach(async () => {
-    store = new PostgresKeyStore(DATABASE_URL, { schema: freshSchema(), poolSize: 4 });
+    store = new PostgresControlStore(DATABASE_URL, { schema: freshSchema(), poolSize: 4 });
     await store.start();
   });
   afterEach(async () => {
@@ -75,7 +75,7 @@ describe('PostgreSQL control store across processes', () => {
     const s = freshSchema();
     const url = `${DATABASE_URL}?schema=${s}&options=${encodeURIComponent('-c statement_timeout=5000')}`;
     expect(parseDatabaseUrl(url)).toEqual({ url: DATABASE_URL, schema: s, options: '-c statement_timeout=5000' });
-    const other = new PostgresKeyStore(url);
+    const other = new PostgresControlStore(url);
     expect(other.schema).toBe(s);
     await other.start();
     try {
@@ -85,12 +85,12 @@ describe('PostgreSQL control store across processes', () => {
     } finally {
       await other.close();
     }
-    expect(() => new PostgresKeyStore(`${DATABASE_URL}?schema=Bad-Name`)).toThrow(ConfigError);
+    expect(() => new PostgresControlStore(`${DATABASE_URL}?schema=Bad-Name`)).toThrow(ConfigError);
   });
 
   it('migrates from three instances starting at once, and again, without error', async () => {
     const s = freshSchema();
-    const stores = [0, 1, 2].map(() => new PostgresKeyStore(DATABASE_URL, { schema: s, poolSize: 2 }));
+    const stores = [0, 1, 2].map(() => new PostgresControlStore(DATABASE_URL, { schema: s, poolSize: 2 }));
     try {
       await Promise.all([...stores, ...stores].map((k) => k.start()));
       await Promise.all(stores.map((k) => k.close()));
@@ -104,7 +104,7 @@ describe('PostgreSQL control store across processes', () => {
   });
 
   it('sees a revocation and a plan change made by another instance on the next lookup', async () => {
-    const other = new PostgresKeyStore(DATABASE_URL, { schema: store.schema, poolSize: 2 });
+    const other = new PostgresControlStore(DATABASE_URL, { schema: store.schema, poolSize: 2 });
     await other.start();
     try {
       await store.createPlan({ name: 'tiny', monthlySpans: 10, rateLimitRps: 2 });
@@ -123,7 +123,7 @@ describe('PostgreSQL control store across processes', () => {
 
   it('sums concurrent usage from two instances exactly', async () => {
     const org = await store.createOrg({ name: 'acme' });
-    const other = new PostgresKeyStore(DATABASE_URL, { schema: store.schema, poolSize: 8 });
+    const other = new PostgresControlStore(DATABASE_URL, { schema: store.schema, poolSize: 8 });
     await other.start();
     try {
       const adds = Array.from({ length: 200 }, (_, i) => [
@@ -142,7 +142,7 @@ describe('PostgreSQL control store across processes', () => {
   });
 
   it('answers 503 when the database is unreachable', async () => {
-    const dead = new PostgresKeyStore('postgres://postgres@127.0.0.1:1/test');
+    const dead = new PostgresControlStore('postgres://postgres@127.0.0.1:1/test');
     const t0 = performance.now();
     await expect(dead.start()).rejects.toBeInstanceOf(ServiceUnavailableError);
     expect(performance.now() - t0).toBeLessThan(3000);

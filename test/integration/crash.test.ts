@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
+import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer } from './support/child-server.js';
@@ -16,7 +16,7 @@ describe('crash safety (real child process, kill -9)', () => {
   let key: string;
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-crash-'));
-    const keys = new SqliteKeyStore(path.join(dir, 'trace-ingest.sqlite'));
+    const keys = new SqliteControlStore(path.join(dir, 'trace-ingest.sqlite'));
     await keys.start();
     await keys.createOrg({ name: 'crash' });
     key = (await keys.createKey({ orgName: 'crash' })).key;

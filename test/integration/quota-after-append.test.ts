@@ -4,7 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
+import type { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { makeBulkPayload } from '../factories.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
@@ -37,7 +37,7 @@ function lockWrites(file: string): { release: () => void } {
   return { release };
 }
 
-async function usageBecomes(keys: SqliteKeyStore, orgId: string, want: number): Promise<number> {
+async function usageBecomes(keys: SqliteControlStore, orgId: string, want: number): Promise<number> {
   const month = utcMonth(Date.now());
   let seen = -1;
   for (let i = 0; i < 400; i++) {

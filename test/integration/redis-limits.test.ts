@@ -7,8 +7,8 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { QuotaExceededError, RateLimitedError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import { PostgresKeyStore } from '@trace-ingest/store/control-store-postgres';
-import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
+import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
+import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { RedisQuotaCounter, RedisRateLimiter, createRedisClient, waitForRedis } from '../../packages/server/src/redis-limits.js';
 
 // The Redis server of the test machine is shared with other runs: every key
@@ -43,8 +43,8 @@ describe('Redis-shared limits', () => {
     return c;
   }
 
-  async function keyStore(): Promise<SqliteKeyStore> {
-    const s = new SqliteKeyStore(path.join(dir, 'keys.sqlite'));
+  async function keyStore(): Promise<SqliteControlStore> {
+    const s = new SqliteControlStore(path.join(dir, 'keys.sqlite'));
     await s.start();
     closers.push(() => s.close());
     return s;
@@ -161,7 +161,7 @@ describe('Redis-shared limits', () => {
       await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await db.end();
     });
-    const replicas = [0, 1].map(() => new PostgresKeyStore(`${DATABASE_URL}?schema=${schema}`, { poolSize: 4 }));
+    const replicas = [0, 1].map(() => new PostgresControlStore(`${DATABASE_URL}?schema=${schema}`, { poolSize: 4 }));
     for (const r of replicas) closers.push(() => r.close());
     await Promise.all(replicas.map((r) => r.start()));
     const org = await replicas[0]!.createOrg({ name: 'acme' });

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
-import { PostgresKeyStore } from '@trace-ingest/store/control-store-postgres';
+import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
 
@@ -44,7 +44,7 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
   };
   const dirs: string[] = [];
   let replicas: ChildServer[] = [];
-  let keys: PostgresKeyStore;
+  let keys: PostgresControlStore;
   let spans: ClickHouseSpanStore;
 
   const startReplica = async (dir: string) => startChildServer({ ...env, DATA_DIR: dir });
@@ -57,7 +57,7 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
 
   beforeAll(async () => {
     env.CLICKHOUSE_URL = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_scale_${id}`;
-    keys = new PostgresKeyStore(env.DATABASE_URL);
+    keys = new PostgresControlStore(env.DATABASE_URL);
     await keys.start();
     spans = new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL });
     await spans.start();

@@ -7,7 +7,7 @@ import { loadConfig } from '@trace-ingest/shared/config';
 import { generateApiKey, hashApiKey } from '@trace-ingest/shared/ids';
 import { IngestServer } from '@trace-ingest/server/server';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
-import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
+import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { makePayload, makeSpan, makeTrace } from '../factories.js';
 
 /**
@@ -30,7 +30,7 @@ describe('secrets: API keys never leave the key holder', () => {
   let dir: string;
   let logFile: string;
   let logger: Logger;
-  let keys: SqliteKeyStore;
+  let keys: SqliteControlStore;
   let spanStore: DuckDbSpanStore;
   let server: IngestServer;
   let url: string;
@@ -74,7 +74,7 @@ describe('secrets: API keys never leave the key holder', () => {
     });
     // No redaction on purpose: the test proves no code path logs a key, not that a filter hides it.
     logger = pino({ level: 'trace' }, pino.destination({ dest: logFile, sync: true }));
-    keys = new SqliteKeyStore(config.sqliteFile);
+    keys = new SqliteControlStore(config.sqliteFile);
     spanStore = new DuckDbSpanStore({ file: config.duckdbFile });
     server = new IngestServer(config, logger, { keyStore: keys, spanStore });
     await server.start();

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
-import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
+import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { makeSpan, makeTrace } from '../factories.js';
 import { freePort } from './support/child-server.js';
 
@@ -44,7 +44,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 async function newDataDir(): Promise<{ dir: string; key: string }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-signal-'));
   onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const keys = new SqliteKeyStore(path.join(dir, 'trace-ingest.sqlite'));
+  const keys = new SqliteControlStore(path.join(dir, 'trace-ingest.sqlite'));
   await keys.start();
   await keys.createOrg({ name: 'signals' });
   const key = (await keys.createKey({ orgName: 'signals' })).key;

@@ -1,25 +1,25 @@
 import type { Config } from '@trace-ingest/shared/config';
-import type { KeyStore } from '@trace-ingest/store/key-store';
-import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
+import type { ControlStore } from '@trace-ingest/store/control-store-types';
+import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 
 /** What an action works with; tests build it over a temp DATA_DIR. */
 export interface CliContext {
   config: Config;
-  keys(): Promise<KeyStore>;
+  keys(): Promise<ControlStore>;
   spans(): Promise<SpanStore>;
   close(): Promise<void>;
 }
 
 export function createContext(config: Config): CliContext {
-  let keys: KeyStore | undefined;
+  let keys: ControlStore | undefined;
   let spans: SpanStore | undefined;
   const opts = { sqliteFile: config.sqliteFile, duckdbFile: config.duckdbFile, databaseUrl: config.DATABASE_URL, clickhouseUrl: config.CLICKHOUSE_URL };
   return {
     config,
     async keys() {
       if (keys === undefined) {
-        const k = await createKeyStore(opts);
+        const k = await createControlStore(opts);
         await k.start();
         keys = k;
       }

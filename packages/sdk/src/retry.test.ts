@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { backoffMs, classify, nextDelay, parseRetryAfter } from './retry.js';
+import { backoffMs as sharedBackoffMs } from '@trace-ingest/shared/backoff';
 
 describe('classify', () => {
   it('follows the contract: rate-limit 429 and 503 retry, quota 429 and other 4xx are final', () => {
@@ -45,5 +46,16 @@ describe('backoff', () => {
     expect(nextDelay({}, 10, opts, 4500, () => 1)).toBeUndefined();
     expect(nextDelay({ afterMs: 1000 }, 0, opts, 3000)).toBe(1000);
     expect(nextDelay({ afterMs: 3000 }, 0, opts, 3000)).toBeUndefined();
+  });
+});
+
+describe('the backoff schedule', () => {
+  it('is the service-wide one of @trace-ingest/shared/backoff (the SDK keeps a copy to stay free of runtime dependencies)', () => {
+    for (const random of [0, 0.25, 0.5, 0.999]) {
+      for (let attempt = 0; attempt < 40; attempt++) {
+        const opts = { initialDelayMs: 200, maxDelayMs: 30_000 };
+        expect(backoffMs(attempt, opts, () => random)).toBe(sharedBackoffMs(attempt, { minMs: 200, maxMs: 30_000 }, () => random));
+      }
+    }
   });
 });

@@ -7,7 +7,7 @@ import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
 import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
-import type { Pricing } from './pipeline.js';
+import type { Pricing } from '@trace-ingest/store/pricing';
 import type { Metrics } from './metrics.js';
 
 const Window = { orgId: z.string().min(1), from: z.number().int(), to: z.number().int() };
@@ -33,7 +33,7 @@ export class AdminServer {
   constructor(
     private readonly socketPath: string,
     private readonly spans: SpanStore,
-    private readonly pricing: Pricing,
+    private readonly pricing: Pick<Pricing, 'refresh' | 'price'>,
     private readonly logger: Logger,
     private readonly metrics: Metrics,
   ) {}

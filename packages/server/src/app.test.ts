@@ -14,7 +14,7 @@ import {
 } from '@trace-ingest/shared/errors';
 import { DEFAULT_OTLP_MAPPING } from '@trace-ingest/shared/otlp-genai';
 import { UNPRICED } from '@trace-ingest/shared/rows';
-import type { ResolvedKey } from '@trace-ingest/store/key-store';
+import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { createApp, type AppDeps } from './app.js';
 import { presentedKey } from './auth.js';

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { UnauthorizedError } from '@trace-ingest/shared/errors';
 import { hashApiKey, isWellFormedKey } from '@trace-ingest/shared/ids';
-import type { KeyStore, ResolvedKey } from '@trace-ingest/store/key-store';
+import type { ControlStore, ResolvedKey } from '@trace-ingest/store/control-store-types';
 
 const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
 
@@ -38,7 +38,7 @@ export function presentedKey(headers: IncomingHttpHeaders): string | undefined {
  * is never logged, stored or echoed.
  */
 export class Authenticator {
-  constructor(private readonly keys: KeyStore) {}
+  constructor(private readonly keys: ControlStore) {}
 
   async authenticate(headers: IncomingHttpHeaders): Promise<ResolvedKey> {
     const key = presentedKey(headers);

@@ -7,9 +7,10 @@ import { z } from 'zod';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, UnauthorizedError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { PriceEngine, PriceQuote } from '@trace-ingest/shared/price-engine';
+import type { PriceQuote } from '@trace-ingest/shared/price-engine';
+import type { Pricing } from '@trace-ingest/store/pricing';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
-import type { KeyStore, Org } from '@trace-ingest/store/key-store';
+import type { ControlStore, Org } from '@trace-ingest/store/control-store-types';
 import { countGroups, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
@@ -25,10 +26,10 @@ import type { Metrics } from './metrics.js';
 
 export interface ConsoleDeps {
   tokens: ConsoleTokens;
-  keys: KeyStore;
+  keys: ControlStore;
   spans: SpanStore;
   /** Unit prices in force, and where they come from (catalog or override). */
-  prices: { engine: PriceEngine; refresh(): Promise<void> };
+  prices: Pick<Pricing, 'engine' | 'refresh'>;
   logger: Logger;
   metrics: Metrics;
   /** The built page; default: the @trace-ingest/console package's dist/. */

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { backoffMs } from '@trace-ingest/shared/backoff';
 import { SpanStoreRejectedError, type Lines, type SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
 import type { SegmentInfo, WalRecord, WriteLog } from './write-log.js';
@@ -257,8 +258,7 @@ export class Flusher {
   }
 
   private backoff(attempt: number): Promise<void> {
-    const base = Math.min(this.maxBackoff, this.minBackoff * 2 ** Math.min(attempt, 20));
-    const ms = base / 2 + Math.random() * (base / 2);
+    const ms = backoffMs(attempt, { minMs: this.minBackoff, maxMs: this.maxBackoff });
     return new Promise((resolve) => {
       const t = setTimeout(() => {
         this.wakeBackoff = undefined;

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { InvalidJsonError, ValidationError } from '@trace-ingest/shared/errors';
 import { validateIngest } from '@trace-ingest/shared/validate';
-import type { ResolvedKey } from '@trace-ingest/store/key-store';
+import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import { checkContentType, readBody } from './body.js';
 import { exceedsDepth, MAX_JSON_DEPTH } from './json-depth.js';
 import { accepted, admit, encodeTraces, needsSlot, noop, type EncodedBatch, type IngestDeps } from './pipeline.js';

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import {
   BadRequestError,
@@ -105,5 +106,56 @@ describe('OtlpCodec', () => {
     expect(() => codec.decodeRequest(Buffer.from('[1]'), 'json')).toThrow(/must be a JSON object/);
     expect(() => codec.decodeRequest(Buffer.from([0x0f, 0xff]), 'protobuf')).toThrow(InvalidOtlpError);
     expect(() => codec.decodeRequest(Buffer.from('['.repeat(100)), 'json')).toThrow(/deeper than/);
+  });
+});
+
+describe('the protobufjs internals the codec patches', () => {
+  const codec = new OtlpCodec();
+  const doc = {
+    resourceSpans: [
+      {
+        scopeSpans: [
+          {
+            spans: [
+              {
+                traceId: '0102030405060708090a0b0c0d0e0f10',
+                spanId: '0102030405060708',
+                name: '\u00ffZZ',
+                startTimeUnixNano: '1',
+                endTimeUnixNano: '2',
+                attributes: [{ key: 'k', value: { stringValue: 'v' } }],
+              },
+            ],
+          },
+        ],
+      },
+    ],
+  };
+  const first = (r: ReturnType<OtlpCodec['decodeRequest']>) => r.resourceSpans?.[0]?.scopeSpans?.[0]?.spans?.[0];
+
+  it('are those of the pinned minor version (a new minor must be checked against these tests before the pin moves)', () => {
+    const require = createRequire(import.meta.url);
+    const installed = (require('protobufjs/package.json') as { version: string }).version;
+    const pinned = (require('../package.json') as { dependencies: Record<string, string> }).dependencies.protobufjs ?? '';
+    expect(pinned).toMatch(/^~\d+\.\d+\.\d+$/);
+    expect(installed.split('.').slice(0, 2)).toEqual(pinned.slice(1).split('.').slice(0, 2));
+  });
+
+  it('still take the oneof accessor off AnyValue: the set member is an own property, the others are not', () => {
+    const value = first(codec.decodeRequest(codec.encodeRequestFromJson(doc), 'protobuf'))?.attributes?.[0]?.value as object;
+    expect(Object.prototype.hasOwnProperty.call(value, 'stringValue')).toBe(true);
+    expect(Object.prototype.hasOwnProperty.call(value, 'intValue')).toBe(false);
+    // No getter/setter named `value` anywhere on the chain: the decoder wrote a plain property instead.
+    for (let o: object | null = value; o !== null; o = Object.getPrototypeOf(o) as object | null) {
+      expect(Object.getOwnPropertyDescriptor(o, 'value')?.get).toBeUndefined();
+    }
+  });
+
+  it('still decode strings leniently: invalid UTF-8 becomes U+FFFD instead of failing the request', () => {
+    const buf = codec.encodeRequestFromJson(doc);
+    const at = buf.indexOf(Buffer.from('\u00ffZZ'));
+    buf[at] = 0xff;
+    buf[at + 1] = 0xfe;
+    expect(first(codec.decodeRequest(buf, 'protobuf'))?.name).toBe('\ufffd\ufffdZZ');
   });
 });

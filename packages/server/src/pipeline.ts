@@ -1,9 +1,10 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { DrainingError } from '@trace-ingest/shared/errors';
-import { encodeSpanLine, encodeTraceHead, type SpanPricer } from '@trace-ingest/shared/rows';
+import { encodeSpanLine, encodeTraceHead } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
-import type { ResolvedKey } from '@trace-ingest/store/key-store';
+import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
+import type { Pricing } from '@trace-ingest/store/pricing';
 import type { Authenticator } from './auth.js';
 import { checkDeclaredLength, type BodySlots } from './body.js';
 import type { Flusher } from './flusher.js';
@@ -20,19 +21,14 @@ import type { WriteLog } from './write-log.js';
  * differ only in how the body becomes traces.
  */
 
-/** Prices spans; `refresh` picks up override changes before each batch. */
-export interface Pricing {
-  refresh(): Promise<void>;
-  readonly price: SpanPricer;
-}
-
 /** What the handler uses of each part, so tests can hand in a fake for one of them. */
 export interface IngestDeps {
   maxBodyBytes: number;
   auth: Pick<Authenticator, 'authenticate'>;
   limiter: RateLimiter;
   quota: QuotaCounter;
-  pricing: Pricing;
+  /** Prices spans; `refresh` picks up override changes before each batch. */
+  pricing: Pick<Pricing, 'refresh' | 'price'>;
   log: Pick<WriteLog, 'append'>;
   flusher: Pick<Flusher, 'notify'>;
   slots: Pick<BodySlots, 'acquire'>;

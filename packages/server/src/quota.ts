@@ -1,8 +1,9 @@
 import fs from 'node:fs/promises';
 import type { Logger } from 'pino';
+import { backoffMs } from '@trace-ingest/shared/backoff';
 import { QuotaExceededError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { KeyStore } from '@trace-ingest/store/key-store';
+import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -18,7 +19,7 @@ export interface QuotaCounter {
 
 /** Counts in the key store (SQLite or PostgreSQL): survives restarts. */
 export class StoreQuotaCounter implements QuotaCounter {
-  constructor(private readonly keys: KeyStore) {}
+  constructor(private readonly keys: ControlStore) {}
 
   async check(orgId: string, monthlySpans: number, now: number): Promise<void> {
     const used = await this.keys.getMonthUsage(orgId, utcMonth(now));
@@ -156,8 +157,7 @@ export class ReconcilingQuota implements QuotaCounter {
   }
 
   private backoffMs(): number {
-    const base = Math.min(this.maxBackoff, this.minBackoff * 2 ** Math.min(this.attempt++, 20));
-    return base / 2 + Math.random() * (base / 2);
+    return backoffMs(this.attempt++, { minMs: this.minBackoff, maxMs: this.maxBackoff });
   }
 
   private schedule(ms: number): void {

@@ -28,7 +28,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { QuotaExceededError, ServiceUnavailableError, isTiError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { KeyStore } from '@trace-ingest/store/key-store';
+import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import type { QuotaCounter } from './quota.js';
 import { PerRateLimiter } from './rate-limit.js';
 
@@ -178,7 +178,7 @@ export class RedisQuotaCounter implements QuotaCounter {
   /** With a URL the counter owns its connection; a lent client stays open on close(). */
   constructor(
     redis: Redis | string,
-    private readonly keys: Pick<KeyStore, 'getMonthUsage' | 'addMonthUsage'>,
+    private readonly keys: Pick<ControlStore, 'getMonthUsage' | 'addMonthUsage'>,
     opts: RedisQuotaOptions = {},
   ) {
     this.handle = new RedisHandle(redis);

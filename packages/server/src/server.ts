@@ -7,10 +7,10 @@ import type { Config } from '@trace-ingest/shared/config';
 import { TiError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { fastValidator } from '@trace-ingest/shared/validate';
-import type { KeyStore } from '@trace-ingest/store/key-store';
+import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
-import { createKeyStore, createSpanStore } from '@trace-ingest/store/open-stores';
-import { createPricing } from '@trace-ingest/store/pricing';
+import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
+import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import express from 'express';
 import { AdminServer } from './admin.js';
@@ -20,14 +20,13 @@ import { Authenticator } from './auth.js';
 import { createConsoleApp } from './console.js';
 import { BodySlots } from './body.js';
 import { Flusher } from './flusher.js';
-import type { Pricing } from './pipeline.js';
 import { Metrics } from './metrics.js';
 import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.js';
 import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';
 import { WriteLog } from './write-log.js';
 
 export interface ServerParts {
-  keyStore?: KeyStore;
+  keyStore?: ControlStore;
   spanStore?: SpanStore;
   limiter?: RateLimiter;
   quota?: QuotaCounter;
@@ -72,7 +71,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
  */
 export class IngestServer {
   readonly metrics: Metrics;
-  private keyStore: KeyStore | undefined;
+  private keyStore: ControlStore | undefined;
   private spanStore: SpanStore | undefined;
   private limiter: RateLimiter | undefined;
   private quota: ReconcilingQuota | undefined;
@@ -121,7 +120,7 @@ export class IngestServer {
       duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT,
       logger: this.logger,
     };
-    const keyStore = this.parts.keyStore ?? (await createKeyStore(storeOpts));
+    const keyStore = this.parts.keyStore ?? (await createControlStore(storeOpts));
     this.keyStore = keyStore;
     await keyStore.start();
     await this.initFromEnv(keyStore);
@@ -205,9 +204,7 @@ export class IngestServer {
       const tokens = await openConsoleTokens({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
       this.consoleTokens = tokens;
       await tokens.start();
-      const prices =
-        'engine' in pricing ? (pricing as Awaited<ReturnType<typeof createPricing>>) : await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE });
-      const consoleApp = createConsoleApp({ tokens, keys: keyStore, spans: spanStore, prices, logger: this.logger, metrics: this.metrics });
+      const consoleApp = createConsoleApp({ tokens, keys: keyStore, spans: spanStore, prices: pricing, logger: this.logger, metrics: this.metrics });
       this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);
       this.consoleHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
       await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST);
@@ -255,7 +252,7 @@ export class IngestServer {
   }
 
   /** Headless install: TRACE_INGEST_INIT_ORG / TRACE_INGEST_INIT_API_KEY create the org and key when absent. */
-  private async initFromEnv(keys: KeyStore): Promise<void> {
+  private async initFromEnv(keys: ControlStore): Promise<void> {
     const org = this.config.TRACE_INGEST_INIT_ORG;
     const key = this.config.TRACE_INGEST_INIT_API_KEY;
     if (org === undefined) return;

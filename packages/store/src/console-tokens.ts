@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
+import type { ControlDriver } from './control-store.js';
 
 /**
  * Tokens for the read-only cost console. Like API keys, only the SHA-256 of
@@ -8,9 +9,10 @@ import { hashApiKey } from '@trace-ingest/shared/ids';
  * see afterwards; a token is revoked, never deleted. A token may be limited
  * to one org (orgId) or see every org (null).
  *
- * The rules live here once; the SQLite and PostgreSQL parts only store rows
- * (console-tokens-sqlite.ts, console-tokens-postgres.ts). The table is
- * created by the key store's migrations, so open the key store first.
+ * The rules and the SQL live here once, run by the control store's driver of
+ * each dialect (`ControlDriver`, as the control store itself is): the SQL is
+ * the subset SQLite and PostgreSQL read alike. The table comes with the
+ * control store's migrations, which the driver applies when it opens.
  */
 
 export const CONSOLE_TOKEN_PREFIX = 'tic_';
@@ -39,38 +41,19 @@ export interface ConsoleGrant {
   orgId: string | null;
 }
 
-export interface ConsoleTokenRow {
-  id: string;
-  name: string;
-  prefix: string;
-  tokenHash: string;
-  orgId: string | null;
-  createdAt: number;
-  revokedAt: number | null;
-}
-
-/** The per-dialect part: plain row storage. */
-export interface ConsoleTokenDriver {
-  start(): Promise<void>;
-  close(): Promise<void>;
-  insert(row: ConsoleTokenRow): Promise<void>;
-  /** A non-revoked token by hash. */
-  activeByHash(tokenHash: string): Promise<{ id: string; orgId: string | null } | null>;
-  /** With org names; `match` limits to rows whose id or prefix equals it. */
-  list(match?: string): Promise<ConsoleTokenInfo[]>;
-  /** Sets revoked_at when still NULL. */
-  revoke(id: string, at: number): Promise<void>;
-}
+const TOKEN_COLUMNS = `t.id AS id, t.name AS name, t.prefix AS prefix, t.org_id AS "orgId", o.name AS "orgName",
+  t.created_at AS "createdAt", t.revoked_at AS "revokedAt"`;
+const TOKEN_SELECT = `SELECT ${TOKEN_COLUMNS} FROM console_tokens t LEFT JOIN orgs o ON o.id = t.org_id`;
 
 export function isWellFormedConsoleToken(token: string): boolean {
   return TOKEN_PATTERN.test(token);
 }
 
 export class ConsoleTokens {
-  constructor(private readonly driver: ConsoleTokenDriver) {}
+  constructor(private readonly driver: ControlDriver) {}
 
   start(): Promise<void> {
-    return this.driver.start();
+    return this.driver.open();
   }
 
   close(): Promise<void> {
@@ -80,50 +63,61 @@ export class ConsoleTokens {
   /** A new token from a CSPRNG, for every org (orgId null) or one org. */
   async create(input: { name?: string | undefined; orgId: string | null; orgName: string | null }): Promise<CreatedConsoleToken> {
     const token = CONSOLE_TOKEN_PREFIX + randomBytes(32).toString('base64url');
-    const row: ConsoleTokenRow = {
+    const info = {
       id: `ctok_${randomUUID().replaceAll('-', '')}`,
       name: input.name ?? '',
       prefix: token.slice(0, PREFIX_LENGTH),
-      tokenHash: hashApiKey(token),
       orgId: input.orgId,
       createdAt: Date.now(),
       revokedAt: null,
     };
-    await this.driver.insert(row);
-    const { tokenHash: _hash, ...info } = row;
+    await this.driver.all('INSERT INTO console_tokens (id, name, prefix, token_hash, org_id, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
+      info.id,
+      info.name,
+      info.prefix,
+      hashApiKey(token),
+      info.orgId,
+      info.createdAt,
+    ]);
     return { ...info, orgName: input.orgName, token };
   }
 
   list(): Promise<ConsoleTokenInfo[]> {
-    return this.driver.list();
+    return this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} ORDER BY t.created_at, t.id`, []);
   }
 
   /** Revoke by id or prefix; throws UsageError when none or several match. Revoking twice is a no-op. */
   async revoke(prefixOrId: string): Promise<ConsoleTokenInfo> {
-    const matches = await this.driver.list(prefixOrId);
+    const matches = await this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} WHERE t.id = ? OR t.prefix = ? ORDER BY t.created_at, t.id`, [
+      prefixOrId,
+      prefixOrId,
+    ]);
     const [only] = matches;
     if (only === undefined) throw new UsageError(`no console token with id or prefix "${prefixOrId}"; see "trace-ingest console token list"`);
     if (matches.length > 1) throw new UsageError(`prefix "${prefixOrId}" matches ${matches.length} console tokens; revoke by id instead`);
     if (only.revokedAt !== null) return only;
     const revokedAt = Date.now();
-    await this.driver.revoke(only.id, revokedAt);
+    await this.driver.all('UPDATE console_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL', [revokedAt, only.id]);
     return { ...only, revokedAt };
   }
 
   /** The grant of a presented token; null when malformed, unknown or revoked. Compared by hash. */
   async resolve(token: string): Promise<ConsoleGrant | null> {
     if (!isWellFormedConsoleToken(token)) return null;
-    const row = await this.driver.activeByHash(hashApiKey(token));
-    return row === null ? null : { tokenId: row.id, orgId: row.orgId };
+    const [row] = await this.driver.all<{ id: string; orgId: string | null }>(
+      'SELECT id, org_id AS "orgId" FROM console_tokens WHERE token_hash = ? AND revoked_at IS NULL',
+      [hashApiKey(token)],
+    );
+    return row === undefined ? null : { tokenId: row.id, orgId: row.orgId };
   }
 }
 
-/** The console tokens next to the key store: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
+/** The console tokens in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
 export async function openConsoleTokens(opts: { sqliteFile: string; databaseUrl?: string | undefined }): Promise<ConsoleTokens> {
   if (opts.databaseUrl !== undefined) {
-    const { PostgresConsoleTokenDriver } = await import('./console-tokens-postgres.js');
-    return new ConsoleTokens(new PostgresConsoleTokenDriver(opts.databaseUrl));
+    const { PostgresControlDriver } = await import('./control-store-postgres.js');
+    return new ConsoleTokens(new PostgresControlDriver(opts.databaseUrl, { poolSize: 2 }));
   }
-  const { SqliteConsoleTokenDriver } = await import('./console-tokens-sqlite.js');
-  return new ConsoleTokens(new SqliteConsoleTokenDriver(opts.sqliteFile));
+  const { SqliteControlDriver } = await import('./control-store-sqlite.js');
+  return new ConsoleTokens(new SqliteControlDriver(opts.sqliteFile));
 }

@@ -4,7 +4,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { ConfigError, ServiceUnavailableError, isTiError } from '@trace-ingest/shared/errors';
-import { ControlStore, type ControlDriver, type SqlStatement } from './control-store.js';
+import { SqlControlStore, type ControlDriver, type SqlStatement } from './control-store.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/postgres', import.meta.url));
 const MIGRATIONS_TABLE = '__drizzle_migrations';
@@ -12,8 +12,8 @@ const MIGRATIONS_TABLE = '__drizzle_migrations';
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const INT8_OID = 20;
 
-export interface PostgresKeyStoreOptions {
-  /** Connections per process; every request needs one for each key-store round trip. */
+export interface PostgresControlStoreOptions {
+  /** Connections per process; every request needs one for each control-store round trip. */
   poolSize?: number;
   /** Wins over `?schema=` in the URL; default `public`. */
   schema?: string;
@@ -41,7 +41,7 @@ export class PostgresControlDriver implements ControlDriver {
   /** `?` placeholders rewritten to `$n`, and a statement name, per text. */
   private readonly prepared = new Map<string, { text: string; name: string }>();
 
-  constructor(url: string, opts: PostgresKeyStoreOptions = {}) {
+  constructor(url: string, opts: PostgresControlStoreOptions = {}) {
     const parsed = parseDatabaseUrl(url);
     this.schema = opts.schema ?? parsed.schema ?? 'public';
     if (!SCHEMA_NAME.test(this.schema)) {
@@ -163,9 +163,9 @@ export class PostgresControlDriver implements ControlDriver {
  * process: a revoked key, a plan change or a price override written by one
  * replica or the CLI is read by every replica on its next request.
  */
-export class PostgresKeyStore extends ControlStore {
+export class PostgresControlStore extends SqlControlStore {
   readonly schema: string;
-  constructor(url: string, opts: PostgresKeyStoreOptions = {}) {
+  constructor(url: string, opts: PostgresControlStoreOptions = {}) {
     const driver = new PostgresControlDriver(url, opts);
     super(driver);
     this.schema = driver.schema;

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
-import { ControlStore, type ControlDriver, type SqlStatement } from './control-store.js';
+import { SqlControlStore, type ControlDriver, type SqlStatement } from './control-store.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite', import.meta.url));
 
@@ -83,7 +83,7 @@ export class SqliteControlDriver implements ControlDriver {
 }
 
 /** The embedded control store (the default). */
-export class SqliteKeyStore extends ControlStore {
+export class SqliteControlStore extends SqlControlStore {
   constructor(file: string) {
     super(new SqliteControlDriver(file));
   }

@@ -2,14 +2,14 @@ import { expect, it } from 'vitest';
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { AlreadyExistsError, AmbiguousKeyError, UnknownNameError } from './control-store.js';
-import type { KeyStore } from './key-store.js';
+import type { ControlStore } from './control-store-types.js';
 
 /**
  * What every control store does, whatever its dialect: each dialect's test
  * file calls this with a function that returns a started store over an
  * empty database (and registers its teardown).
  */
-export function controlStoreContract(fresh: () => Promise<KeyStore>): void {
+export function controlStoreContract(fresh: () => Promise<ControlStore>): void {
   const base = {
     orgId: '',
     provider: '',

@@ -1,7 +1,7 @@
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { generateApiKey, hashApiKey, isWellFormedKey, keyPrefix, newId } from '@trace-ingest/shared/ids';
-import type { ApiKeyInfo, CreatedKey, KeyStore, Org, Plan, PriceOverrideInput, PriceOverrideRecord, ResolvedKey } from './key-store.js';
-import { DEFAULT_PLAN } from './key-store.js';
+import type { ApiKeyInfo, CreatedKey, ControlStore, Org, Plan, PriceOverrideInput, PriceOverrideRecord, ResolvedKey } from './control-store-types.js';
+import { DEFAULT_PLAN } from './control-store-types.js';
 
 /**
  * The control store: orgs, plans, API keys, monthly usage and price
@@ -120,7 +120,7 @@ interface UsageBatch {
   running: boolean;
 }
 
-export class ControlStore implements KeyStore {
+export class SqlControlStore implements ControlStore {
   private started = false;
   private starting: Promise<void> | undefined;
   private readonly usageBatches = new Map<string, UsageBatch>();

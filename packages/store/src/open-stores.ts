@@ -1,7 +1,7 @@
 import type { ClickHouseLogger } from './clickhouse.js';
 import { DuckDbSpanStore } from './duckdb.js';
-import { SqliteKeyStore } from './control-store-sqlite.js';
-import type { KeyStore } from './key-store.js';
+import { SqliteControlStore } from './control-store-sqlite.js';
+import type { ControlStore } from './control-store-types.js';
 import type { SpanStore } from './span-store.js';
 
 /** Which stores a process uses, picked by configuration. */
@@ -18,12 +18,12 @@ export interface StoreOptions {
   logger?: ClickHouseLogger | undefined;
 }
 
-export async function createKeyStore(opts: StoreOptions): Promise<KeyStore> {
+export async function createControlStore(opts: StoreOptions): Promise<ControlStore> {
   if (opts.databaseUrl !== undefined) {
-    const { PostgresKeyStore } = await import('./control-store-postgres.js');
-    return new PostgresKeyStore(opts.databaseUrl);
+    const { PostgresControlStore } = await import('./control-store-postgres.js');
+    return new PostgresControlStore(opts.databaseUrl);
   }
-  return new SqliteKeyStore(opts.sqliteFile);
+  return new SqliteControlStore(opts.sqliteFile);
 }
 
 export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {

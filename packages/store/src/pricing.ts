@@ -1,6 +1,6 @@
 import { PriceEngine, type PriceOverride } from '@trace-ingest/shared/price-engine';
 import type { SpanPricer } from '@trace-ingest/shared/rows';
-import type { KeyStore, PriceOverrideRecord } from './key-store.js';
+import type { ControlStore, PriceOverrideRecord } from './control-store-types.js';
 
 export function toOverride(r: PriceOverrideRecord): PriceOverride {
   return {
@@ -35,7 +35,7 @@ export interface Pricing {
  * restart.
  */
 export async function createPricing(
-  keys: Pick<KeyStore, 'priceOverridesVersion' | 'listPriceOverrides'>,
+  keys: Pick<ControlStore, 'priceOverridesVersion' | 'listPriceOverrides'>,
   opts: { catalogFile?: string | undefined },
 ): Promise<Pricing> {
   const engine = await PriceEngine.create({ catalogFile: opts.catalogFile });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { loadConfig, type Config } from '@trace-ingest/shared/config';
 import { IngestServer, type ServerParts } from '@trace-ingest/server/server';
-import { SqliteKeyStore } from '@trace-ingest/store/control-store-sqlite';
+import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 
 /** An in-process server over a temp DATA_DIR, with real SQLite and DuckDB. */
@@ -13,7 +13,7 @@ export interface TestServer {
   dir: string;
   config: Config;
   server: IngestServer;
-  keys: SqliteKeyStore;
+  keys: SqliteControlStore;
   /** Creates an org (on `plan`) and a key for it; returns the key. */
   newKey(org?: string, plan?: string): Promise<{ key: string; orgId: string; prefix: string }>;
   post(body: unknown, init?: { key?: string; headers?: Record<string, string>; raw?: string | Buffer }): Promise<Response>;
@@ -28,7 +28,7 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
   const dataDir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ti-it-'));
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DRAIN_GRACE_MS: '0', FLUSH_INTERVAL_MS: '60000', LOG_LEVEL: 'silent', ...env });
   const logger = log ?? pino({ level: config.LOG_LEVEL });
-  const keys = new SqliteKeyStore(config.sqliteFile);
+  const keys = new SqliteControlStore(config.sqliteFile);
   const spanStore = parts.spanStore ?? new DuckDbSpanStore({ file: config.duckdbFile });
   const server = new IngestServer(config, logger, { keyStore: keys, spanStore, ...parts });
   await server.start();

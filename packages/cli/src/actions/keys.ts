@@ -1,4 +1,4 @@
-import type { ApiKeyInfo } from '@trace-ingest/store/key-store';
+import type { ApiKeyInfo } from '@trace-ingest/store/control-store-types';
 import type { CliContext } from '../context.js';
 
 export interface CreatedKeyOutput {

@@ -1,5 +1,5 @@
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { Org } from '@trace-ingest/store/key-store';
+import type { Org } from '@trace-ingest/store/control-store-types';
 import type { CliContext } from '../context.js';
 
 export interface OrgListing {

@@ -1,4 +1,4 @@
-import type { Plan } from '@trace-ingest/store/key-store';
+import type { Plan } from '@trace-ingest/store/control-store-types';
 import type { CliContext } from '../context.js';
 
 export async function createPlan(ctx: CliContext, input: { name: string; monthlySpans: number; rateLimitRps: number }): Promise<Plan> {

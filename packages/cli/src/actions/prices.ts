@@ -2,7 +2,7 @@ import { UsageError } from '@trace-ingest/shared/errors';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
 import type { PriceQuote } from '@trace-ingest/shared/price-engine';
-import type { PriceOverrideRecord } from '@trace-ingest/store/key-store';
+import type { PriceOverrideRecord } from '@trace-ingest/store/control-store-types';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { reportDialect } from '@trace-ingest/store/reports';
 import type { CliContext } from '../context.js';

@@ -2,7 +2,7 @@ import type { PriceOverride } from '@trace-ingest/shared/price-engine';
 
 /**
  * Orgs, plans, API keys and quota usage. SQLite by default, PostgreSQL when
- * DATABASE_URL is set; one implementation (`ControlStore` in control-store.ts)
+ * DATABASE_URL is set; one implementation (`SqlControlStore` in control-store.ts)
  * over a driver per dialect.
  */
 
@@ -59,7 +59,7 @@ export interface PriceOverrideRecord extends PriceOverrideInput {
 /** The plan every org gets unless told otherwise; created by the first migration run. */
 export const DEFAULT_PLAN = { name: 'default', monthlySpans: 100_000_000, rateLimitRps: 1000 } as const;
 
-export interface KeyStore {
+export interface ControlStore {
   readonly kind: 'sqlite' | 'postgres';
   start(): Promise<void>;
   close(): Promise<void>;
