@@ -83,12 +83,12 @@ export class ConsoleTokens {
   }
 
   list(): Promise<ConsoleTokenInfo[]> {
-    return this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} ORDER BY t.created_at, t.id`, []);
+    return this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} ORDER BY t.created_at`, []);
   }
 
   /** Revoke by id or prefix; throws UsageError when none or several match. Revoking twice is a no-op. */
   async revoke(prefixOrId: string): Promise<ConsoleTokenInfo> {
-    const matches = await this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} WHERE t.id = ? OR t.prefix = ? ORDER BY t.created_at, t.id`, [
+    const matches = await this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} WHERE t.id = ? OR t.prefix = ? ORDER BY t.created_at`, [
       prefixOrId,
       prefixOrId,
     ]);
