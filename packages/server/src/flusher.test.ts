@@ -242,6 +242,50 @@ describe('Flusher with a real DuckDB store', () => {
     expect(log.bytes).toBe(0);
     expect(fs.existsSync(path.join(dir, 'dead'))).toBe(false);
   });
+  it('stores the records around a damaged one, dead-letters its bytes with the reason, and counts the spans', async () => {
+    const batches = Array.from({ length: 39 }, (_, i) => batch(1, 25 + (i % 2)));
+    for (const b of batches) await log.append(b.buf, b.rows);
+    const [seg] = await log.seal();
+    const second = 20 + batches[0]!.buf.length;
+    const fd = fs.openSync(seg!.file, 'r+');
+    fs.writeSync(fd, Buffer.from([0xde, 0xad, 0xbe, 0xef]), 0, 4, second + 30);
+    fs.closeSync(fd);
+    await flusherFor(store).flushNow();
+    const total = batches.reduce((n, b) => n + b.rows, 0);
+    expect(await count()).toBe(total - batches[1]!.rows);
+    expect(log.bytes).toBe(0);
+    const dead = fs.readdirSync(path.join(dir, 'dead'));
+    const damage = dead.filter((f) => f.endsWith('.wal-damage'));
+    expect(damage).toHaveLength(1);
+    expect(fs.statSync(path.join(dir, 'dead', damage[0]!)).size).toBe(20 + batches[1]!.buf.length);
+    const [entry] = fs
+      .readFileSync(
+        path.join(
+          dir,
+          'dead',
+          dead.find((f) => f.endsWith('.ndjson'))!,
+        ),
+        'utf8',
+      )
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { reason: string; spans: number });
+    expect(entry).toMatchObject({ spans: batches[1]!.rows, reason: expect.stringMatching(/damaged record/) as unknown });
+    expect((await metrics.walUnreadableSpans.get()).values[0]?.value).toBe(batches[1]!.rows);
+  });
+
+  it('goes on past a segment removed before it was stored, and counts it', async () => {
+    const a = batch(1, 3);
+    await log.append(a.buf, a.rows);
+    const [first] = await log.seal();
+    const b = batch(1, 4);
+    await log.append(b.buf, b.rows);
+    fs.rmSync(first!.file);
+    await flusherFor(store).flushNow();
+    expect(await count()).toBe(b.rows);
+    expect(log.bytes).toBe(0);
+    expect((await metrics.walMissingSegments.get()).values[0]?.value).toBe(1);
+  });
 });
 
 describe('splitRows', () => {

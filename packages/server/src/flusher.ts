@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
 import { SpanStoreRejectedError, type Lines, type SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
-import type { SegmentInfo, WalRecord, WriteLog } from './write-log.js';
+import { countLines, type SegmentInfo, type SegmentTail, type WalDamage, type WalRecord, type WriteLog } from './write-log.js';
 
 export interface FlusherOptions {
   intervalMs: number;
@@ -58,6 +58,14 @@ export class Flusher {
     if (this.timer !== undefined) return;
     this.timer = setInterval(() => this.kick(), this.opts.intervalMs);
     this.timer.unref();
+    const missing = this.log.missingAtStart;
+    if (missing.length > 0) {
+      this.metrics.walMissingSegments.inc(missing.length);
+      this.logger.error(
+        { missing: missing.slice(0, 20), count: missing.length },
+        'write log segments are missing between those found at start: they were removed before their spans were stored, and those acknowledged spans are lost',
+      );
+    }
     // Segments left by an earlier run are replayed at once, beside new traffic.
     if (this.log.pendingSegments().length > 0) this.kick();
   }
@@ -129,6 +137,16 @@ export class Flusher {
     const segments = await this.log.seal();
     for (const seg of segments) {
       if (this.stopping) return;
+      if (!(await exists(seg.file))) {
+        // Removed under the running server: nothing left to store, and nothing to wait for.
+        this.metrics.walMissingSegments.inc();
+        this.logger.error(
+          { segment: path.basename(seg.file), spans: seg.rows || undefined },
+          'a write log segment was removed before its spans were stored: those acknowledged spans are lost',
+        );
+        await this.log.retire(seg);
+        continue;
+      }
       const done = await this.flushSegment(seg);
       if (!done) return;
       await this.log.retire(seg);
@@ -144,7 +162,7 @@ export class Flusher {
     // writes a whole row group of a large insert straight to its file (8,192
     // rows: 55 us CPU/row), and one that is short of it through its own log
     // first (8,100 rows: 82 us).
-    const tail = { tornBytes: 0 };
+    const tail: SegmentTail = { tornBytes: 0 };
     let batch: Buffer[] = [];
     let rows = 0;
     let bytes = 0;
@@ -171,6 +189,7 @@ export class Flusher {
       }
     }
     if (rows > 0 && !(await insert())) return false;
+    if (tail.damaged !== undefined) await this.deadLetterDamage(seg, tail.damaged);
     if (tail.tornBytes > 0) {
       this.logger.warn(
         { segment: path.basename(seg.file), tornBytes: tail.tornBytes },
@@ -248,6 +267,39 @@ export class Flusher {
     this.logger.error({ file, reason }, 'span store refused a row permanently; it was written to the dead-letter file');
   }
 
+  /**
+   * Damaged write-log records, skipped while their neighbours were stored:
+   * their bytes go to the dead-letter folder as they were (a `.wal-damage`
+   * file each, and a line in the day's file saying why), so nothing
+   * acknowledged disappears without a trace.
+   */
+  private async deadLetterDamage(seg: SegmentInfo, damaged: readonly WalDamage[]): Promise<void> {
+    await fs.mkdir(this.opts.deadLetterDir, { recursive: true });
+    const segment = path.basename(seg.file);
+    let spans = 0;
+    for (const d of damaged) {
+      const file = path.join(this.opts.deadLetterDir, `${segment}-${d.offset}.wal-damage`);
+      await fs.writeFile(file, d.bytes);
+      const entry = JSON.stringify({
+        failedAt: new Date().toISOString(),
+        reason: d.reason,
+        segment,
+        offset: d.offset,
+        bytes: d.bytes.length,
+        spans: d.spans,
+        file,
+      });
+      await fs.appendFile(path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`), entry + '\n');
+      spans += d.spans;
+    }
+    this.metrics.walDamagedRecords.inc(damaged.length);
+    this.metrics.walUnreadableSpans.inc(spans);
+    this.logger.error(
+      { segment, records: damaged.length, spans, deadLetterDir: this.opts.deadLetterDir },
+      `${spans} acknowledged spans could not be read from the write log (damaged records); their bytes are in the dead-letter folder`,
+    );
+  }
+
   private setHealthy(ok: boolean, err?: unknown): void {
     if (ok === this.storeHealthy) return;
     this.storeHealthy = ok;
@@ -313,13 +365,6 @@ export function splitRows(r: WalRecord, n: number): [WalRecord, WalRecord] {
   ];
 }
 
-function countLines(buf: Buffer): number {
-  let n = 0;
-  for (let at = buf.indexOf(10); at >= 0; at = buf.indexOf(10, at + 1)) n++;
-  // A last line without its newline still counts.
-  return buf.length > 0 && buf[buf.length - 1] !== 10 ? n + 1 : n;
-}
-
 /** Splits NDJSON into lines, each keeping its newline. */
 function splitLines(buf: Buffer): Buffer[] {
   const out: Buffer[] = [];
@@ -332,4 +377,13 @@ function splitLines(buf: Buffer): Buffer[] {
   }
   if (start < buf.length) out.push(buf.subarray(start));
   return out;
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -96,6 +96,21 @@ export class Metrics {
     help: 'Rows the span store refused permanently, written to the dead-letter file',
     registers: [this.registry],
   });
+  readonly walDamagedRecords = new Counter({
+    name: 'trace_ingest_wal_damaged_records_total',
+    help: 'Write-log records that failed their checksum and were skipped (their bytes are in the dead-letter folder)',
+    registers: [this.registry],
+  });
+  readonly walUnreadableSpans = new Counter({
+    name: 'trace_ingest_wal_unreadable_spans_total',
+    help: 'Acknowledged spans in damaged write-log records that could not be read',
+    registers: [this.registry],
+  });
+  readonly walMissingSegments = new Counter({
+    name: 'trace_ingest_wal_missing_segments_total',
+    help: 'Write-log segments found missing (a gap in the segment numbers, or a file removed before it was stored)',
+    registers: [this.registry],
+  });
   readonly storeUp = new Gauge({ name: 'trace_ingest_store_up', help: '1 while the last insert into the span store succeeded', registers: [this.registry] });
 
   private readonly unpricedModels = new Set<string>();

@@ -1,20 +1,36 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { crc32 } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { BufferFullError } from '@trace-ingest/shared/errors';
-import { WriteLog, type SegmentInfo, type WalRecord } from './write-log.js';
+import { WriteLog, type SegmentInfo, type SegmentTail, type WalDamage, type WalRecord } from './write-log.js';
 
 /** Every whole record of a segment, through the reader the flusher uses, and the torn tail after them. */
-async function readAll(log: WriteLog, seg: SegmentInfo): Promise<{ records: WalRecord[]; tornBytes: number }> {
-  const tail = { tornBytes: 0 };
+async function readAll(log: WriteLog, seg: SegmentInfo): Promise<{ records: WalRecord[]; tornBytes: number; damaged: WalDamage[] }> {
+  const tail: SegmentTail = { tornBytes: 0 };
   const records: WalRecord[] = [];
   for await (const r of log.records(seg, tail)) records.push(r);
-  return { records, tornBytes: tail.tornBytes };
+  return { records, tornBytes: tail.tornBytes, damaged: tail.damaged ?? [] };
+}
+
+/** Bytes of a record's header. */
+const HEADER = 20;
+
+/** XORs `n` bytes of `file` at `at` with `mask`. */
+function flip(file: string, at: number, n: number, mask = 0xff): void {
+  const fd = fs.openSync(file, 'r+');
+  const b = Buffer.alloc(n);
+  fs.readSync(fd, b, 0, n, at);
+  for (let i = 0; i < n; i++) b[i] = (b[i] as number) ^ mask;
+  fs.writeSync(fd, b, 0, n, at);
+  fs.closeSync(fd);
 }
 
 describe('WriteLog', () => {
   let dir: string;
+  /** The one segment file of the log's folder. */
+  const segmentFile = (): string => path.join(dir, fs.readdirSync(dir).filter((f) => f.endsWith('.wal'))[0] ?? '');
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-wal-'));
   });
@@ -54,27 +70,84 @@ describe('WriteLog', () => {
     expect(tornBytes).toBeGreaterThan(0);
   });
 
-  it('reads back records of every size across read-ahead chunks, then stops at a corrupt record', async () => {
+  it('reads back records of every size across read-ahead chunks, and skips a damaged record keeping the ones after it', async () => {
     const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 64 << 20 }));
     // Sizes around the 1 MiB read-ahead: many small ones, then records that straddle and exceed a chunk.
     const sizes = [...Array.from({ length: 300 }, (_, i) => 100 + i * 37), 1 << 20, 5, (1 << 20) - 12, 3 << 20, 7, 700_000, 700_000, 1];
     const payloads = sizes.map((n, i) => Buffer.alloc(n, 0x61 + (i % 26)));
     for (const [i, p] of payloads.entries()) await log.append(p, i + 1);
     await log.append(Buffer.from('corrupted later\n'), 1);
-    await log.append(Buffer.from('never read\n'), 1);
+    await log.append(Buffer.from('still read\n'), 1);
     await log.close();
-    const [file] = fs.readdirSync(dir).filter((f) => f.endsWith('.wal'));
-    const full = path.join(dir, file!);
+    const full = segmentFile();
     // Flip one payload byte of the second-to-last record: its checksum no longer matches.
     const size = fs.statSync(full).size;
-    const fd = fs.openSync(full, 'r+');
-    fs.writeSync(fd, Buffer.from('X'), 0, 1, size - 12 - 'never read\n'.length - 2);
-    fs.closeSync(fd);
+    flip(full, size - HEADER - 'still read\n'.length - 2, 1);
     const again = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 64 << 20 }));
-    const { records, tornBytes } = await readAll(again, again.pendingSegments()[0]!);
-    expect(records.map((r) => r.rows)).toEqual(sizes.map((_, i) => i + 1));
-    for (const [i, r] of records.entries()) expect(r.payload.equals(payloads[i]!)).toBe(true);
-    expect(tornBytes).toBe(2 * 12 + 'corrupted later\n'.length + 'never read\n'.length);
+    const { records, tornBytes, damaged } = await readAll(again, again.pendingSegments()[0]!);
+    expect(records.map((r) => r.rows)).toEqual([...sizes.map((_, i) => i + 1), 1]);
+    for (const [i, r] of records.entries()) if (i < payloads.length) expect(r.payload.equals(payloads[i]!)).toBe(true);
+    expect(records.at(-1)?.payload.toString()).toBe('still read\n');
+    expect(tornBytes).toBe(0);
+    expect(damaged.map((d) => [d.spans, d.bytes.length, d.reason])).toEqual([[1, HEADER + 'corrupted later\n'.length, expect.stringMatching(/payload/)]]);
+  });
+
+  it('skips a record whose bytes were flipped in the middle of a segment, keeping the 38 around it', async () => {
+    const log = await opened(new WriteLog({ dir, durability: 'fsync', maxBytes: 1 << 20 }));
+    const batch = (i: number) => Buffer.from(Array.from({ length: 25 }, (_, j) => `{"batch":${i},"span":${j}}\n`).join(''));
+    for (let i = 0; i < 39; i++) await log.append(batch(i), 25);
+    await log.close();
+    const full = segmentFile();
+    const recordBytes = HEADER + batch(0).length;
+    // Four bytes of record 2, across its header: the reader must resynchronise on the next record.
+    flip(full, recordBytes + 2, 4);
+    const again = await opened(new WriteLog({ dir, durability: 'fsync', maxBytes: 1 << 20 }));
+    const { records, tornBytes, damaged } = await readAll(again, again.pendingSegments()[0]!);
+    expect(records).toHaveLength(38);
+    expect(records.reduce((n, r) => n + r.rows, 0)).toBe(950);
+    expect(tornBytes).toBe(0);
+    expect(damaged).toHaveLength(1);
+    expect(damaged[0]).toMatchObject({ offset: recordBytes, spans: 25, reason: expect.stringMatching(/header/) as unknown });
+  });
+
+  it('checksums every header field: a flipped bit in the row count is a damaged record, never a wrong count', async () => {
+    const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    for (let i = 0; i < 3; i++) await log.append(Buffer.from(`{"a":${i}}\n{"b":${i}}\n`), 2);
+    await log.close();
+    const full = segmentFile();
+    const recordBytes = HEADER + '{"a":0}\n{"b":0}\n'.length;
+    // Byte 8 of a header is the row count: 2 becomes 65538.
+    flip(full, recordBytes + 8 + 2, 1, 0x01);
+    const again = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    const { records, damaged } = await readAll(again, again.pendingSegments()[0]!);
+    expect(records.map((r) => r.rows)).toEqual([2, 2]);
+    expect(damaged.map((d) => d.spans)).toEqual([2]);
+  });
+
+  it('reads segments of the earlier format (no magic, row count outside the checksum) with the count taken from the payload', async () => {
+    const payloads = ['{"x":1}\n{"x":2}\n', '{"x":3}\n'];
+    const parts: Buffer[] = [];
+    for (const [i, p] of payloads.entries()) {
+      const h = Buffer.alloc(12);
+      h.writeUInt32LE(Buffer.byteLength(p), 0);
+      h.writeUInt32LE(i === 0 ? 70_000 : 1, 4); // a row count that lies
+      h.writeUInt32LE(crc32(Buffer.from(p)), 8);
+      parts.push(h, Buffer.from(p));
+    }
+    fs.writeFileSync(path.join(dir, `${'1'.padStart(20, '0')}.wal`), Buffer.concat(parts));
+    const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    const { records, damaged, tornBytes } = await readAll(log, log.pendingSegments()[0]!);
+    expect(records.map((r) => [r.payload.toString(), r.rows])).toEqual([
+      [payloads[0], 2],
+      [payloads[1], 1],
+    ]);
+    expect([damaged, tornBytes]).toEqual([[], 0]);
+  });
+
+  it('reports segment numbers missing between those found at start', async () => {
+    for (const seq of [3, 4, 6, 9]) fs.writeFileSync(path.join(dir, `${String(seq).padStart(20, '0')}.wal`), 'x');
+    const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    expect(log.missingAtStart).toEqual([5, 7, 8]);
   });
 
   it('refuses appends over maxBytes until segments are retired', async () => {

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { BufferFullError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
+import { missingSegments, segmentName, segmentSeq } from '@trace-ingest/shared/wal-files';
 
 /**
  * The append-only write-ahead log behind every 202.
@@ -13,18 +14,43 @@ import { BufferFullError, ServiceUnavailableError } from '@trace-ingest/shared/e
  * The flusher seals the active segment, copies sealed segments into the span
  * store and retires each one only after the store confirmed it.
  *
- * Record: [u32 payload length][u32 row count][u32 crc32 of payload][payload].
- * A torn or corrupt tail (a crash during a write whose append never resolved)
- * ends the readable part of a segment.
+ * Record: [u32 magic "TIW2"][u32 payload length][u32 row count][u32 crc32 of
+ * payload][u32 crc32 of the 16 bytes before it][payload]. Every header field
+ * is checked, and the magic frames records, so a reader that meets a damaged
+ * record skips to the next record that checks out and keeps it: only a torn
+ * tail (a crash during a write whose append never resolved: a record that
+ * ends past the end of the file) is dropped. The damaged bytes are handed to
+ * the caller (the flusher dead-letters them). Segments written before the
+ * magic (12-byte headers: length, rows, payload crc) are still read; their
+ * row count, outside any checksum, is taken from the checked payload.
  */
 
-const HEADER_BYTES = 12;
+const MAGIC = 0x32574954; // "TIW2" as little-endian bytes
+const HEADER_BYTES = 20;
+const V1_HEADER_BYTES = 12;
 const READ_AHEAD_BYTES = 1024 * 1024;
-const SEGMENT_EXT = '.wal';
 
 export interface WalRecord {
   payload: Buffer;
   rows: number;
+}
+
+/** Bytes of a segment that could not be read as records: acknowledged spans that are lost unless recovered by hand. */
+export interface WalDamage {
+  /** Byte offset in the segment. */
+  offset: number;
+  bytes: Buffer;
+  /** Spans the bytes held: the record's own count when its header checked out, else the lines counted in the bytes. */
+  spans: number;
+  reason: string;
+}
+
+/** What a read of a segment found besides its records. */
+export interface SegmentTail {
+  /** Bytes after the last record that were never acknowledged (a write cut by a crash). */
+  tornBytes: number;
+  /** Damaged records, skipped with their neighbours kept. */
+  damaged?: WalDamage[];
 }
 
 export interface SegmentInfo {
@@ -65,6 +91,8 @@ export class WriteLog {
   private sealedRows = 0;
   /** Bytes appended but not yet written: counted against maxBytes too. */
   private queuedBytes = 0;
+  /** Segment numbers missing between those found at start: removed before their spans were stored. */
+  private missing: number[] = [];
 
   constructor(private readonly opts: WriteLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? 64 * 1024 * 1024;
@@ -73,10 +101,10 @@ export class WriteLog {
   /** Finds segments left by an earlier run (to be replayed) and opens a new active one. */
   async start(): Promise<void> {
     await fs.mkdir(this.opts.dir, { recursive: true });
-    const names = (await fs.readdir(this.opts.dir)).filter((n) => n.endsWith(SEGMENT_EXT)).sort();
+    const names = (await fs.readdir(this.opts.dir)).filter((n) => segmentSeq(n) !== undefined).sort();
+    this.missing = missingSegments(names.map((n) => segmentSeq(n) as number));
     for (const name of names) {
-      const seq = Number.parseInt(name, 10);
-      if (!Number.isSafeInteger(seq)) continue;
+      const seq = segmentSeq(name) as number;
       const file = path.join(this.opts.dir, name);
       const { size } = await fs.stat(file);
       if (size === 0) {
@@ -92,7 +120,7 @@ export class WriteLog {
 
   private async openActive(): Promise<void> {
     const seq = this.nextSeq++;
-    const file = path.join(this.opts.dir, `${String(seq).padStart(20, '0')}${SEGMENT_EXT}`);
+    const file = path.join(this.opts.dir, segmentName(seq));
     const fh = await fs.open(file, 'a');
     this.active = { seq, file, fh, bytes: 0, rows: 0 };
     if (this.opts.durability === 'fsync') await syncDir(this.opts.dir);
@@ -126,10 +154,7 @@ export class WriteLog {
     if (this.closed) return Promise.reject(new ServiceUnavailableError('write log is closed; the server is shutting down'));
     const size = HEADER_BYTES + payload.length;
     if (this.bytes + size > this.opts.maxBytes) return Promise.reject(new BufferFullError(5));
-    const header = Buffer.allocUnsafe(HEADER_BYTES);
-    header.writeUInt32LE(payload.length, 0);
-    header.writeUInt32LE(rows, 4);
-    header.writeUInt32LE(crc32(payload), 8);
+    const header = encodeHeader(payload, rows);
     this.queuedBytes += size;
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ header, payload, rows, resolve, reject });
@@ -195,6 +220,11 @@ export class WriteLog {
     return [...this.sealed];
   }
 
+  /** Segment numbers missing between those found at start (each a segment removed before it was stored). */
+  get missingAtStart(): readonly number[] {
+    return this.missing;
+  }
+
   /** Sealed segments waiting for the store, oldest first. */
   pendingSegments(): SegmentInfo[] {
     return [...this.sealed];
@@ -205,9 +235,10 @@ export class WriteLog {
    * segment can hold 64 MiB, and reading and checking it in one piece held
    * the memory for all of it and the event loop for the checksum. Once the
    * records are exhausted, `tail.tornBytes` says how many bytes follow the
-   * last whole record (a write interrupted by a crash, never acknowledged).
+   * last whole record (a write interrupted by a crash, never acknowledged),
+   * and `tail.damaged` lists the records skipped as damaged.
    */
-  async *records(seg: SegmentInfo, tail: { tornBytes: number }): AsyncGenerator<WalRecord> {
+  async *records(seg: SegmentInfo, tail: SegmentTail): AsyncGenerator<WalRecord> {
     const fh = await fs.open(seg.file, 'r');
     try {
       const { size } = await fh.stat();
@@ -221,25 +252,102 @@ export class WriteLog {
         bufAt = at;
         await readExactly(fh, buf, at);
       };
+      const damage = async (from: number, to: number, reason: string, spans?: number): Promise<void> => {
+        const bytes = Buffer.allocUnsafe(to - from);
+        await readExactly(fh, bytes, from);
+        (tail.damaged ??= []).push({ offset: from, bytes, spans: spans ?? countLines(bytes), reason });
+      };
+      if (size >= 4) await have(0, 4);
+      if (size >= 4 && buf.readUInt32LE(0) !== MAGIC) {
+        yield* this.v1Records(
+          size,
+          have,
+          () => buf,
+          () => bufAt,
+          tail,
+          damage,
+        );
+        return;
+      }
       let off = 0;
-      while (off + HEADER_BYTES <= size) {
+      while (off < size) {
+        if (off + HEADER_BYTES > size) break;
         await have(off, HEADER_BYTES);
-        const h = off - bufAt;
-        const len = buf.readUInt32LE(h);
-        const rows = buf.readUInt32LE(h + 4);
-        const crc = buf.readUInt32LE(h + 8);
-        const end = off + HEADER_BYTES + len;
-        if (end > size) break;
-        await have(off, HEADER_BYTES + len);
+        const h = headerAt(buf, off - bufAt);
+        if (h === undefined) {
+          // A damaged header: resynchronise on the next header that checks out.
+          const next = (await this.nextHeader(fh, off + 1, size)) ?? size;
+          await damage(off, next, 'damaged record header (checksum mismatch)');
+          off = next;
+          continue;
+        }
+        const end = off + HEADER_BYTES + h.len;
+        if (end > size) break; // a record cut by a crash: the torn tail
+        await have(off, HEADER_BYTES + h.len);
         const payload = buf.subarray(off - bufAt + HEADER_BYTES, end - bufAt);
-        if (crc32(payload) !== crc) break;
-        yield { payload, rows };
+        if (crc32(payload) !== h.crc) {
+          await damage(off, end, 'damaged record payload (checksum mismatch)', h.rows);
+          off = end;
+          continue;
+        }
+        yield { payload, rows: h.rows };
         off = end;
       }
       tail.tornBytes = size - off;
     } finally {
       await fh.close();
     }
+  }
+
+  /** The offset of the next header that checks out at or after `from`, scanning for the magic. */
+  private async nextHeader(fh: fs.FileHandle, from: number, size: number): Promise<number | undefined> {
+    const magic = Buffer.allocUnsafe(4);
+    magic.writeUInt32LE(MAGIC, 0);
+    const chunk = Buffer.allocUnsafe(READ_AHEAD_BYTES + HEADER_BYTES);
+    for (let at = from; at + HEADER_BYTES <= size; at += READ_AHEAD_BYTES) {
+      const n = Math.min(chunk.length, size - at);
+      const view = chunk.subarray(0, n);
+      await readExactly(fh, view, at);
+      for (let i = view.indexOf(magic); i >= 0 && i + HEADER_BYTES <= n; i = view.indexOf(magic, i + 1)) {
+        if (headerAt(view, i) !== undefined) return at + i;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * A segment written before records carried a magic and a header checksum:
+   * a damaged record cannot be skipped (nothing frames the next one), so the
+   * rest of the segment is handed over as damaged bytes, never dropped; a row
+   * count that disagrees with the checked payload is taken from the payload.
+   */
+  private async *v1Records(
+    size: number,
+    have: (at: number, n: number) => Promise<void>,
+    buf: () => Buffer,
+    bufAt: () => number,
+    tail: SegmentTail,
+    damage: (from: number, to: number, reason: string) => Promise<void>,
+  ): AsyncGenerator<WalRecord> {
+    let off = 0;
+    while (off + V1_HEADER_BYTES <= size) {
+      await have(off, V1_HEADER_BYTES);
+      const h = off - bufAt();
+      const len = buf().readUInt32LE(h);
+      const crc = buf().readUInt32LE(h + 8);
+      const end = off + V1_HEADER_BYTES + len;
+      if (end > size) break;
+      await have(off, V1_HEADER_BYTES + len);
+      const payload = buf().subarray(off - bufAt() + V1_HEADER_BYTES, end - bufAt());
+      if (crc32(payload) !== crc) {
+        await damage(off, size, 'damaged record in a write log segment of the earlier format (the rest of the segment could not be framed)');
+        off = size;
+        break;
+      }
+      yield { payload, rows: countLines(payload) };
+      off = end;
+    }
+    tail.tornBytes = size - off;
   }
 
   /** Deletes a segment the store has confirmed. */
@@ -266,6 +374,30 @@ export class WriteLog {
     });
     return this.chain;
   }
+}
+
+function encodeHeader(payload: Buffer, rows: number): Buffer {
+  const header = Buffer.allocUnsafe(HEADER_BYTES);
+  header.writeUInt32LE(MAGIC, 0);
+  header.writeUInt32LE(payload.length, 4);
+  header.writeUInt32LE(rows, 8);
+  header.writeUInt32LE(crc32(payload), 12);
+  header.writeUInt32LE(crc32(header.subarray(0, 16)), 16);
+  return header;
+}
+
+/** The header at `at` when its magic and checksum check out. */
+function headerAt(buf: Buffer, at: number): { len: number; rows: number; crc: number } | undefined {
+  if (at + HEADER_BYTES > buf.length || buf.readUInt32LE(at) !== MAGIC) return undefined;
+  if (crc32(buf.subarray(at, at + 16)) !== buf.readUInt32LE(at + 16)) return undefined;
+  return { len: buf.readUInt32LE(at + 4), rows: buf.readUInt32LE(at + 8), crc: buf.readUInt32LE(at + 12) };
+}
+
+/** Lines in NDJSON bytes (a last line without its newline counts). */
+export function countLines(buf: Buffer): number {
+  let n = 0;
+  for (let at = buf.indexOf(10); at >= 0; at = buf.indexOf(10, at + 1)) n++;
+  return buf.length > 0 && buf[buf.length - 1] !== 10 ? n + 1 : n;
 }
 
 async function writeAll(fh: fs.FileHandle, buffers: Buffer[], total: number): Promise<void> {

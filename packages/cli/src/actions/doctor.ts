@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { missingSegments, segmentSeq } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -114,9 +115,12 @@ async function checkDataDir(dir: string): Promise<Check> {
 async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
   let bytes = 0;
   let segments = 0;
+  const seqs: number[] = [];
   try {
     for (const f of await fs.readdir(dir)) {
-      if (!f.endsWith('.wal')) continue;
+      const seq = segmentSeq(f);
+      if (seq === undefined) continue;
+      seqs.push(seq);
       const size = (await fs.stat(path.join(dir, f))).size;
       if (size === 0) continue;
       segments++;
@@ -125,6 +129,14 @@ async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
   } catch {
     return { name: 'write log', status: 'ok', detail: 'empty (not created yet)' };
   }
+  const missing = missingSegments(seqs);
+  if (missing.length > 0)
+    return {
+      name: 'write log',
+      status: 'fail',
+      detail: `${missing.length} segment(s) missing between those waiting (${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}): removed before their spans were stored`,
+      fix: `restore the missing .wal files into ${dir} from a backup if there is one; otherwise those acknowledged spans are lost (the server logs and counts them in trace_ingest_wal_missing_segments_total)`,
+    };
   const pct = (100 * bytes) / maxBytes;
   if (pct >= 50)
     return {
