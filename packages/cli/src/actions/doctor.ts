@@ -130,13 +130,17 @@ async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
     return { name: 'write log', status: 'ok', detail: 'empty (not created yet)' };
   }
   const missing = missingSegments(seqs);
-  if (missing.length > 0)
+  if (missing.length > 0) {
+    const listed = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ', ...' : '');
     return {
       name: 'write log',
       status: 'fail',
-      detail: `${missing.length} segment(s) missing between those waiting (${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}): removed before their spans were stored`,
-      fix: `restore the missing .wal files into ${dir} from a backup if there is one; otherwise those acknowledged spans are lost (the server logs and counts them in trace_ingest_wal_missing_segments_total)`,
+      detail: `${missing.length} segment(s) missing between those waiting (${listed}): removed before their spans were stored`,
+      fix:
+        `restore the missing .wal files into ${dir} from a backup if there is one; otherwise those acknowledged spans are lost ` +
+        '(the server logs and counts them in trace_ingest_wal_missing_segments_total)',
     };
+  }
   const pct = (100 * bytes) / maxBytes;
   if (pct >= 50)
     return {
