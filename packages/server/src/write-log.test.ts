@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -163,5 +164,21 @@ describe('WriteLog', () => {
     const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20, segmentBytes: 1000 }));
     for (let i = 0; i < 10; i++) await log.append(Buffer.alloc(400, 0x61), 1);
     expect(log.pendingSegments()).toHaveLength(3);
+  });
+
+  it('opens a new segment by itself once its folder is writable again after a failed rotation', async () => {
+    const log = await opened(new WriteLog({ dir, durability: 'fsync', maxBytes: 1 << 20, segmentBytes: 100 }));
+    execFileSync('chattr', ['+i', dir]);
+    try {
+      // Fills the segment: it is sealed, and the next one cannot be created.
+      await log.append(Buffer.alloc(150, 0x61), 1);
+      await expect(log.append(Buffer.from('{"a":1}\n'), 1)).rejects.toThrow(/could not create a write log segment/);
+    } finally {
+      execFileSync('chattr', ['-i', dir]);
+    }
+    await expect(log.append(Buffer.from('{"a":2}\n'), 1)).resolves.toBeUndefined();
+    const segs = await log.seal();
+    const { records } = await readAll(log, segs.at(-1)!);
+    expect(records.map((r) => r.payload.toString())).toEqual(['{"a":2}\n']);
   });
 });

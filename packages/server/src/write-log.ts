@@ -170,10 +170,20 @@ export class WriteLog {
     const batch = this.queue;
     this.queue = [];
     if (batch.length === 0) return;
-    const active = this.active;
     let size = 0;
     for (const p of batch) size += p.header.length + p.payload.length;
     this.queuedBytes -= size;
+    if (this.active === undefined && !this.closed) {
+      // A rotation whose new segment could not be created (the folder not writable for a while): try again now.
+      try {
+        await this.openActive();
+      } catch (e) {
+        const err = new ServiceUnavailableError(`could not create a write log segment in ${this.opts.dir}; retry later`, 5, e);
+        for (const p of batch) p.reject(err);
+        return;
+      }
+    }
+    const active = this.active;
     if (active === undefined) {
       for (const p of batch) p.reject(new ServiceUnavailableError('write log is closed; the server is shutting down'));
       return;
@@ -198,7 +208,8 @@ export class WriteLog {
     active.bytes += size;
     active.rows += rows;
     for (const p of batch) p.resolve();
-    if (active.bytes >= this.segmentBytes) await this.rotate();
+    // A rotation that cannot create the next segment leaves none active; the next write creates it.
+    if (active.bytes >= this.segmentBytes) await this.rotate().catch(() => undefined);
   }
 
   private async rotate(): Promise<void> {

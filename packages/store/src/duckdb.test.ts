@@ -217,3 +217,29 @@ describe('DuckDbSpanStore', () => {
     await store.start();
   });
 });
+
+describe('DuckDbSpanStore and its load-file folder', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-duck-tmp-'));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('makes the folder again when it was removed while running, and removes leftover load files at start', async () => {
+    const tmp = path.join(dir, 'tmp');
+    fs.mkdirSync(tmp);
+    fs.writeFileSync(path.join(tmp, 'load-123-7.ndjson'), 'x'.repeat(1000));
+    fs.writeFileSync(path.join(tmp, 'keep.txt'), 'not ours');
+    const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
+    await store.start();
+    try {
+      expect(fs.readdirSync(tmp)).toEqual(['keep.txt']);
+      fs.rmSync(tmp, { recursive: true });
+      await store.insertLines(lines(payloadToRows(makePayload(), ctx, () => UNPRICED)), 1);
+      expect(Number((await store.query('SELECT count(*)::INTEGER AS n FROM spans'))[0]?.n)).toBe(1);
+      expect(fs.readdirSync(tmp)).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+});

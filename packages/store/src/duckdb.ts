@@ -61,6 +61,7 @@ export class DuckDbSpanStore implements SpanStore {
     if (this.instance !== undefined) return;
     await fs.mkdir(path.dirname(this.opts.file), { recursive: true });
     await fs.mkdir(this.tmpDir, { recursive: true });
+    await removeLoadFiles(this.tmpDir);
     // The largest row the v1 contract allows is under 32 MiB as JSON (four 1M-character texts),
     // which bounds read_json's buffers (maximum_object_size below).
     const settings: Record<string, string> = {};
@@ -147,8 +148,10 @@ export class DuckDbSpanStore implements SpanStore {
   /** Writes the lines to a load file and runs `body` with the SELECT that reads them. */
   private async withLoadFile(lines: Lines, body: (source: string) => Promise<void>): Promise<void> {
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
-    await writeChunks(file, chunksOf(lines));
     try {
+      // Made again each time: an operator may have removed the folder while the server ran.
+      await fs.mkdir(this.tmpDir, { recursive: true });
+      await writeChunks(file, chunksOf(lines));
       await body(
         `SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
           `columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
@@ -219,6 +222,13 @@ async function writeChunks(file: string, chunks: readonly Buffer[]): Promise<voi
     }
   } finally {
     await fh.close();
+  }
+}
+
+/** Load files left by an earlier process (a crash or a full disk between writing one and removing it). */
+async function removeLoadFiles(dir: string): Promise<void> {
+  for (const name of await fs.readdir(dir)) {
+    if (/^load-\d+-\d+\.ndjson$/.test(name)) await fs.rm(path.join(dir, name), { force: true });
   }
 }
 
