@@ -9,6 +9,7 @@ import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { makeSpan, makeTrace } from '../factories.js';
 import { freePort } from './support/child-server.js';
+import { startClickHouse } from './support/clickhouse-server.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CLI = path.join(ROOT, 'packages/cli/bin/trace-ingest.js');
@@ -184,5 +185,39 @@ describe.each(LAUNCHES)('$name: a signal to the whole process group', (launch) =
     expect(g.output()).toMatch(/second signal/);
     // What was accepted stays in the write log for the next start.
     expect(walFilesWithData(dir).length).toBeGreaterThan(0);
+  });
+});
+
+describe('a signal during a span store outage', () => {
+  it('runs the whole shutdown (quota counts written, stores closed) before exiting 0, though the flusher is backing off', async () => {
+    const ch = await startClickHouse();
+    onTestFinished(() => ch.dispose());
+    const { dir, key } = await newDataDir();
+    const g = await startGroup(LAUNCHES[1]!, {
+      DATA_DIR: dir,
+      CLICKHOUSE_URL: ch.urlFor('outage_shutdown'),
+      DRAIN_GRACE_MS: '200',
+      DRAIN_TIMEOUT_MS: '1500',
+      FLUSH_INTERVAL_MS: '100',
+      FLUSH_TIMEOUT_MS: '1000',
+      LOG_LEVEL: 'info',
+    });
+    await ch.stop();
+    expect((await post(g.url, key, batch('during-outage', 4))).status).toBe(202);
+    // The flusher has met the outage and is waiting out its backoff (unref'd timers only).
+    for (let i = 0; !/span store insert failed/.test(g.output()); i++) {
+      if (i > 200) throw new Error(`the flusher never met the outage: ${g.output()}`);
+      await sleep(50);
+    }
+    process.kill(-g.pid, 'SIGTERM');
+    expect(await g.exited).toBe(0);
+    expect(g.output()).toMatch(/shutdown complete/);
+    // What the store never took stays in the write log for the next start.
+    expect(walFilesWithData(dir).length).toBeGreaterThan(0);
+    const keys = new SqliteControlStore(path.join(dir, 'trace-ingest.sqlite'));
+    await keys.start();
+    onTestFinished(() => keys.close());
+    const org = await keys.getOrg('signals');
+    expect(await keys.getMonthUsage(org!.id, new Date().toISOString().slice(0, 7))).toBe(4);
   });
 });
