@@ -118,6 +118,8 @@ export class IngestServer {
       requestTimeoutMs: c.FLUSH_TIMEOUT_MS,
       duckdbThreads: c.DUCKDB_THREADS,
       duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT,
+      // No synchronous wait on the request path: a locked file fails fast and the quota reconciler retries.
+      sqliteBusyTimeoutMs: 0,
       logger: this.logger,
     };
     const keyStore = this.parts.keyStore ?? (await createControlStore(storeOpts));

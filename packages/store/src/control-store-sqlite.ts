@@ -8,6 +8,17 @@ import { SqlControlStore, type ControlDriver, type SqlStatement } from './contro
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite', import.meta.url));
 
+export interface SqliteControlOptions {
+  /**
+   * How long a write waits for another process's write lock (default 5 s,
+   * for the CLI). better-sqlite3 waits synchronously, on the event loop: the
+   * server passes 0, so a locked file fails its usage update at once (the
+   * quota reconciler owes the count and retries) instead of stalling every
+   * request. Opening and migrating always wait up to 5 s.
+   */
+  busyTimeoutMs?: number;
+}
+
 /**
  * SQLite under the control store: one file under DATA_DIR, shared by the
  * server and the CLI (WAL mode lets both open it at once). Statements are
@@ -18,7 +29,10 @@ export class SqliteControlDriver implements ControlDriver {
   private db: Database.Database | undefined;
   private readonly statements = new Map<string, Database.Statement>();
 
-  constructor(private readonly file: string) {}
+  constructor(
+    private readonly file: string,
+    private readonly opts: SqliteControlOptions = {},
+  ) {}
 
   open(): Promise<void> {
     if (this.db !== undefined) return Promise.resolve();
@@ -30,6 +44,7 @@ export class SqliteControlDriver implements ControlDriver {
       db.pragma('synchronous = NORMAL');
       db.pragma('foreign_keys = ON');
       migrate(drizzle(db), { migrationsFolder: MIGRATIONS_DIR });
+      db.pragma(`busy_timeout = ${this.opts.busyTimeoutMs ?? 5000}`);
     } catch (e) {
       db.close();
       throw e;
@@ -84,7 +99,7 @@ export class SqliteControlDriver implements ControlDriver {
 
 /** The embedded control store (the default). */
 export class SqliteControlStore extends SqlControlStore {
-  constructor(file: string) {
-    super(new SqliteControlDriver(file));
+  constructor(file: string, opts?: SqliteControlOptions) {
+    super(new SqliteControlDriver(file, opts));
   }
 }

@@ -14,6 +14,8 @@ export interface StoreOptions {
   requestTimeoutMs?: number;
   duckdbThreads?: number | undefined;
   duckdbMemoryLimit?: string | undefined;
+  /** SQLite's wait for another process's write lock (see SqliteControlOptions); the server passes 0. */
+  sqliteBusyTimeoutMs?: number | undefined;
   /** Where a store reports what it did on its own, such as migrations applied at start. */
   logger?: ClickHouseLogger | undefined;
 }
@@ -23,7 +25,7 @@ export async function createControlStore(opts: StoreOptions): Promise<ControlSto
     const { PostgresControlStore } = await import('./control-store-postgres.js');
     return new PostgresControlStore(opts.databaseUrl);
   }
-  return new SqliteControlStore(opts.sqliteFile);
+  return new SqliteControlStore(opts.sqliteFile, { busyTimeoutMs: opts.sqliteBusyTimeoutMs });
 }
 
 export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {

@@ -28,9 +28,11 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
   const dataDir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ti-it-'));
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DRAIN_GRACE_MS: '0', FLUSH_INTERVAL_MS: '60000', LOG_LEVEL: 'silent', ...env });
   const logger = log ?? pino({ level: config.LOG_LEVEL });
+  // The test's own connection waits for locks as the CLI does; the server's fails fast, as in production.
   const keys = new SqliteControlStore(config.sqliteFile);
+  await keys.start();
   const spanStore = parts.spanStore ?? new DuckDbSpanStore({ file: config.duckdbFile });
-  const server = new IngestServer(config, logger, { keyStore: keys, spanStore, ...parts });
+  const server = new IngestServer(config, logger, { keyStore: new SqliteControlStore(config.sqliteFile, { busyTimeoutMs: 0 }), spanStore, ...parts });
   await server.start();
   const url = `http://127.0.0.1:${server.port}`;
   const t: TestServer = {
@@ -61,6 +63,7 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
     },
     async close() {
       await server.shutdown();
+      await keys.close();
       if (dir === undefined) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
