@@ -37,6 +37,8 @@ export class Flusher {
   private running: Promise<void> | undefined;
   private stopping = false;
   private storeHealthy = true;
+  /** Why the last insert failed, while inserts fail. */
+  private storeFailure: unknown;
   private readonly minBackoff: number;
   private readonly maxBytes: number;
   private readonly maxBackoff: number;
@@ -56,7 +58,11 @@ export class Flusher {
 
   start(): void {
     if (this.timer !== undefined) return;
-    this.timer = setInterval(() => this.kick(), this.opts.intervalMs);
+    this.timer = setInterval(() => {
+      this.kick();
+      // The gauges move while a flush retries, not only when one succeeds.
+      this.updateGauges();
+    }, this.opts.intervalMs);
     this.timer.unref();
     const missing = this.log.missingAtStart;
     if (missing.length > 0) {
@@ -209,6 +215,7 @@ export class Flusher {
       } catch (e) {
         this.metrics.storeErrors.inc();
         this.setHealthy(false, e);
+        this.updateGauges();
         if (this.stopping) return false;
         await this.backoff(attempt);
         if (this.stopping) return false;
@@ -300,7 +307,15 @@ export class Flusher {
     );
   }
 
+  /** Why the span store is not taking rows now (undefined while it is): what /readyz reports. */
+  storeProblem(): string | undefined {
+    if (this.storeHealthy) return undefined;
+    const e = this.storeFailure;
+    return `span store is not taking rows (retrying): ${e instanceof Error ? e.message : String(e)}`;
+  }
+
   private setHealthy(ok: boolean, err?: unknown): void {
+    this.storeFailure = ok ? undefined : err;
     if (ok === this.storeHealthy) return;
     this.storeHealthy = ok;
     this.metrics.storeUp.set(ok ? 1 : 0);

@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { DrainingError } from '@trace-ingest/shared/errors';
+import { DrainingError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { encodeSpanLine, encodeTraceHead } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
@@ -35,6 +35,8 @@ export interface IngestDeps {
   metrics: Metrics;
   logger: Logger;
   isDraining: () => boolean;
+  /** Set while batches must be refused although the server runs (the span store's file is gone). */
+  refusal?: () => string | undefined;
 }
 
 /**
@@ -43,6 +45,8 @@ export interface IngestDeps {
  */
 export async function admit(req: Request, res: Response, deps: IngestDeps): Promise<{ key: ResolvedKey; now: number }> {
   if (deps.isDraining()) throw new DrainingError();
+  const refusal = deps.refusal?.();
+  if (refusal !== undefined) throw new ServiceUnavailableError(refusal, 5);
 
   // 1. Size, by the declared length (a chunked body is counted while read).
   checkDeclaredLength(req, deps.maxBodyBytes);

@@ -186,14 +186,19 @@ export class IngestServer {
       isDraining: () => this.draining,
       otlp: { codec: new OtlpCodec(), mapping: { customerAttributes: c.OTLP_CUSTOMER_ATTRIBUTES, sessionAttributes: c.OTLP_SESSION_ATTRIBUTES } },
       serveMetrics: c.METRICS_PORT === undefined,
+      // Ready means batches are being stored, not that a handle answers: the flusher's last insert, the
+      // write log's last write, the store's file and the log's fill all count.
       checkReady: async () => {
         await keyStore.ping();
         await spanStore.ping();
+        const problem = this.log?.writeProblem ?? this.flusher?.storeProblem();
+        if (problem !== undefined) throw new Error(problem);
         const log = this.log;
         // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
         if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
           throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
       },
+      refusal: () => spanStore.problem?.(),
     });
     if (c.METRICS_PORT !== undefined) {
       const metricsApp = express();

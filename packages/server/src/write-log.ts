@@ -93,6 +93,8 @@ export class WriteLog {
   private queuedBytes = 0;
   /** Segment numbers missing between those found at start: removed before their spans were stored. */
   private missing: number[] = [];
+  /** The last write's failure, until a write succeeds again. */
+  private writeFailure: unknown;
 
   constructor(private readonly opts: WriteLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? 64 * 1024 * 1024;
@@ -179,6 +181,7 @@ export class WriteLog {
         await this.openActive();
       } catch (e) {
         const err = new ServiceUnavailableError(`could not create a write log segment in ${this.opts.dir}; retry later`, 5, e);
+        this.writeFailure = e;
         for (const p of batch) p.reject(err);
         return;
       }
@@ -202,9 +205,11 @@ export class WriteLog {
       // this failure are still readable, then refuse this group.
       await active.fh.truncate(active.bytes).catch(() => undefined);
       const err = new ServiceUnavailableError('could not write the batch to the write log; retry later', 5, e);
+      this.writeFailure = e;
       for (const p of batch) p.reject(err);
       return;
     }
+    this.writeFailure = undefined;
     active.bytes += size;
     active.rows += rows;
     for (const p of batch) p.resolve();
@@ -229,6 +234,12 @@ export class WriteLog {
     this.chain = done.catch(() => undefined);
     await done;
     return [...this.sealed];
+  }
+
+  /** Why the last write failed, until one succeeds again (undefined while writes succeed). */
+  get writeProblem(): string | undefined {
+    const e = this.writeFailure;
+    return e === undefined ? undefined : `write log cannot be written: ${e instanceof Error ? e.message : String(e)}`;
   }
 
   /** Segment numbers missing between those found at start (each a segment removed before it was stored). */

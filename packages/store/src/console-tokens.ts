@@ -88,10 +88,7 @@ export class ConsoleTokens {
 
   /** Revoke by id or prefix; throws UsageError when none or several match. Revoking twice is a no-op. */
   async revoke(prefixOrId: string): Promise<ConsoleTokenInfo> {
-    const matches = await this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} WHERE t.id = ? OR t.prefix = ? ORDER BY t.created_at`, [
-      prefixOrId,
-      prefixOrId,
-    ]);
+    const matches = await this.driver.all<ConsoleTokenInfo>(`${TOKEN_SELECT} WHERE t.id = ? OR t.prefix = ? ORDER BY t.created_at`, [prefixOrId, prefixOrId]);
     const [only] = matches;
     if (only === undefined) throw new UsageError(`no console token with id or prefix "${prefixOrId}"; see "trace-ingest console token list"`);
     if (matches.length > 1) throw new UsageError(`prefix "${prefixOrId}" matches ${matches.length} console tokens; revoke by id instead`);

@@ -3,7 +3,16 @@ import path from 'node:path';
 import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import { SPAN_COLUMNS } from '@trace-ingest/shared/rows';
 import { applyDuckDbMigrations, DUCKDB_TYPES, type DuckDbMigrationLogger } from './duckdb-migrations.js';
-import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, SpanStoreSchemaError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
+import {
+  chunksOf,
+  ReadOnlyQueryError,
+  SpanStoreFileError,
+  SpanStoreRejectedError,
+  SpanStoreSchemaError,
+  type Lines,
+  type QueryRow,
+  type SpanStore,
+} from './span-store.js';
 
 // The parts, for callers that need one of them (tests, tools).
 export { applyDuckDbMigrations, DUCKDB_TYPES, loadDuckDbMigrations, spansSchemaDrift } from './duckdb-migrations.js';
@@ -52,6 +61,11 @@ export class DuckDbSpanStore implements SpanStore {
   private seq = 0;
   /** The last insert met spans already stored: the next one goes straight to INSERT OR IGNORE. */
   private conflicts = false;
+  /** Device and inode of the file opened at start: the path must still lead to it. */
+  private identity: string | undefined;
+  /** Set while the file is gone from the path. */
+  private lost: string | undefined;
+  private checking: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: DuckDbSpanStoreOptions) {
     this.tmpDir = opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp');
@@ -87,6 +101,7 @@ export class DuckDbSpanStore implements SpanStore {
       throw e;
     }
     this.instance = instance;
+    this.identity = await fileIdentity(this.opts.file);
   }
 
   async close(): Promise<void> {
@@ -105,7 +120,40 @@ export class DuckDbSpanStore implements SpanStore {
   }
 
   async ping(): Promise<void> {
+    await this.checkFile();
     await this.conn('reader').run('SELECT 1');
+  }
+
+  /**
+   * The open file must still be the one at the path: a file removed (or
+   * replaced) under the running server would take rows that vanish at stop.
+   * Removed: SpanStoreFileError until a file is back at the path (restored,
+   * or made by `trace-ingest migrate`). Replaced: the new file is opened.
+   */
+  private checkFile(): Promise<void> {
+    // One check at a time: the flusher and /readyz may both find the file replaced, and only one may reopen it.
+    const run = this.checking.then(() => this.checkFileNow());
+    this.checking = run.catch(() => undefined);
+    return run;
+  }
+
+  private async checkFileNow(): Promise<void> {
+    if (this.instance === undefined) return;
+    const now = await fileIdentity(this.opts.file);
+    if (now === this.identity) return;
+    if (now === undefined) {
+      this.lost =
+        `the span store file ${this.opts.file} was removed while the server ran: batches get 503 until a file is back at that path ` +
+        '(restore it from a backup, or run "trace-ingest migrate" to start an empty one); acknowledged spans wait in the write log';
+      throw new SpanStoreFileError(this.lost);
+    }
+    await this.close();
+    await this.start();
+    this.lost = undefined;
+  }
+
+  problem(): string | undefined {
+    return this.lost;
   }
 
   private conn(which: 'reader' | 'writer'): DuckDBConnection {
@@ -124,6 +172,7 @@ export class DuckDbSpanStore implements SpanStore {
    */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
+    await this.checkFile();
     await this.withLoadFile(lines, async (source) => {
       if (!this.conflicts) {
         try {
@@ -136,13 +185,23 @@ export class DuckDbSpanStore implements SpanStore {
       const changed = await this.run(`INSERT OR IGNORE INTO spans (${COLUMN_LIST}) ${source}`);
       this.conflicts = changed < rowCount;
     });
+    await this.confirmFile();
+  }
+
+  /** After a write: the rows went into the file at the path, not into one removed or replaced meanwhile. */
+  private async confirmFile(): Promise<void> {
+    if ((await fileIdentity(this.opts.file)) !== this.identity) {
+      throw new SpanStoreFileError(`the span store file ${this.opts.file} was removed or replaced during an insert; the rows are inserted again`);
+    }
   }
 
   async replaceLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
+    await this.checkFile();
     await this.withLoadFile(lines, async (source) => {
       await this.run(`INSERT OR REPLACE INTO spans (${COLUMN_LIST}) ${source}`);
     });
+    await this.confirmFile();
   }
 
   /** Writes the lines to a load file and runs `body` with the SELECT that reads them. */
@@ -222,6 +281,15 @@ async function writeChunks(file: string, chunks: readonly Buffer[]): Promise<voi
     }
   } finally {
     await fh.close();
+  }
+}
+
+async function fileIdentity(file: string): Promise<string | undefined> {
+  try {
+    const st = await fs.stat(file);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return undefined;
   }
 }
 

@@ -20,6 +20,8 @@ export interface SpanStore {
   close(): Promise<void>;
   /** Throws when the store cannot be reached. */
   ping(): Promise<void>;
+  /** Set while the store knows it cannot keep rows (its file is gone): batches are refused meanwhile. */
+  problem?(): string | undefined;
 
   /**
    * Inserts rows given in the canonical line form (`encodeRow`, one per
@@ -81,5 +83,17 @@ export class SpanStoreSchemaError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(`span store schema is behind (run trace-ingest migrate, or restart the server, which migrates): ${message}`, options);
     this.name = 'SpanStoreSchemaError';
+  }
+}
+
+/**
+ * The store's file is gone from under the running process (an embedded
+ * store): retryable, and a reason to stop acknowledging batches until a file
+ * is back, since rows written meanwhile would not survive a stop.
+ */
+export class SpanStoreFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SpanStoreFileError';
   }
 }
