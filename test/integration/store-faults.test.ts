@@ -1,4 +1,7 @@
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { makeBulkPayload } from '../factories.js';
@@ -13,6 +16,7 @@ import { startTestServer } from './support/ingest-server.js';
  * without a restart.
  */
 
+const CLI = fileURLToPath(new URL('../../packages/cli/bin/trace-ingest.js', import.meta.url));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
@@ -48,6 +52,19 @@ describe('the span store file removed while the server runs', () => {
     expect(((await refused.json()) as { error: string }).error).toMatch(/trace-ingest migrate/);
     expect(fs.existsSync(t.config.duckdbFile)).toBe(false);
     expect(t.server.writeLog?.rows ?? 0).toBeGreaterThan(0);
+
+    // doctor says so, and does not make a new empty file at the path (which would hide the loss).
+    // Not spawnSync: the server runs in this process and must answer doctor's probe meanwhile.
+    const doctor = await promisify(execFile)(process.execPath, [CLI, 'doctor', '--json'], {
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: t.dir, PORT: new URL(t.url).port },
+      encoding: 'utf8',
+    }).catch((e: { stdout: string }) => e);
+    const checks = JSON.parse(doctor.stdout) as { name: string; status: string; detail: string }[];
+    expect(checks.find((c) => c.name === 'span store')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/missing while a server runs/) as unknown,
+    });
+    expect(fs.existsSync(t.config.duckdbFile)).toBe(false);
 
     // An empty store made at the path, as `trace-ingest migrate` does.
     const fresh = new DuckDbSpanStore({ file: t.config.duckdbFile });

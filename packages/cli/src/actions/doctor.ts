@@ -63,21 +63,32 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
     });
   }
 
-  try {
-    const spans = await ctx.spans();
-    await spans.ping();
-    checks.push({ name: 'span store', status: 'ok', detail: `${spans.kind} reachable, schema up to date` });
-  } catch (e) {
-    const msg = message(e);
-    if (/lock/i.test(msg) && c.CLICKHOUSE_URL === undefined && serverUp !== 'down') {
-      checks.push({ name: 'span store', status: 'ok', detail: 'duckdb is held by the running server (one process per file)' });
-    } else {
-      checks.push({
-        name: 'span store',
-        status: 'fail',
-        detail: msg,
-        fix: c.CLICKHOUSE_URL === undefined ? `check ${c.duckdbFile}; only one process may open it` : 'check CLICKHOUSE_URL and that ClickHouse is reachable',
-      });
+  const storeGone = c.CLICKHOUSE_URL === undefined && serverUp !== 'down' && !(await fileExists(c.duckdbFile));
+  if (storeGone) {
+    // Opening it here would make a new empty file at the path and hide the loss from the running server.
+    checks.push({
+      name: 'span store',
+      status: 'fail',
+      detail: `${c.duckdbFile} is missing while a server runs: it was removed under the server, which refuses batches until a file is back`,
+      fix: `restore ${c.duckdbFile} from a backup, or run "trace-ingest migrate" to start an empty one (the write log's spans go into it)`,
+    });
+  } else {
+    try {
+      const spans = await ctx.spans();
+      await spans.ping();
+      checks.push({ name: 'span store', status: 'ok', detail: `${spans.kind} reachable, schema up to date` });
+    } catch (e) {
+      const msg = message(e);
+      if (/lock/i.test(msg) && c.CLICKHOUSE_URL === undefined && serverUp !== 'down') {
+        checks.push({ name: 'span store', status: 'ok', detail: 'duckdb is held by the running server (one process per file)' });
+      } else {
+        checks.push({
+          name: 'span store',
+          status: 'fail',
+          detail: msg,
+          fix: c.CLICKHOUSE_URL === undefined ? `check ${c.duckdbFile}; only one process may open it` : 'check CLICKHOUSE_URL and that ClickHouse is reachable',
+        });
+      }
     }
   }
 
@@ -181,4 +192,13 @@ async function probeServer(url: string, timeoutMs: number): Promise<'ready' | 'n
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+async function fileExists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch {
+    return false;
+  }
 }
