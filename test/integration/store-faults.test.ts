@@ -1,8 +1,11 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { makeBulkPayload } from '../factories.js';
 import { startTestServer } from './support/ingest-server.js';
@@ -76,5 +79,80 @@ describe('the span store file removed while the server runs', () => {
     expect([after.status, await after.text()]).toEqual([202, '{"accepted":4}']);
     // The spans acknowledged after the removal are in the new file; none was lost on the way.
     expect(await t.spans('SELECT count(*)::INT AS n FROM spans')).toEqual([{ n: 3 + 4 }]);
+  });
+});
+
+/** A tmpfs of `mib` MiB, unmounted after the test: a disk that fills up. */
+function smallDisk(mib: number): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-disk-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${mib}m`, 'tmpfs', dir]);
+  onTestFinished(() => {
+    execFileSync('umount', ['-l', dir]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/** Fills the disk of `dir` up to `leaveBytes` free; returns a function that frees it again. */
+function fill(dir: string, leaveBytes: number): () => void {
+  const st = fs.statfsSync(dir);
+  const file = path.join(dir, 'filler');
+  fs.writeFileSync(file, Buffer.alloc(Math.max(0, st.bavail * st.bsize - leaveBytes)));
+  return () => fs.rmSync(file, { force: true });
+}
+
+function rows(tag: string, n: number): { buf: Buffer; n: number } {
+  const traces = [
+    {
+      traceId: tag,
+      spans: Array.from({ length: n }, (_, i) => ({
+        spanId: `s${i}`,
+        spanType: 'llm' as const,
+        name: 'x',
+        startTime: 1_767_225_600_000 + i,
+        endTime: 1_767_225_600_001 + i,
+        input: `${tag}-${i}-`.repeat(150),
+      })),
+    },
+  ];
+  const r = payloadToRows({ version: 'v1', traces }, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 }, () => UNPRICED);
+  return { buf: Buffer.from(r.map((x) => encodeRow(x) + '\n').join('')), n };
+}
+
+describe('a full disk', () => {
+  it('a checkpoint that hit ENOSPC invalidated the DuckDB file: the store reattaches it by itself once there is room, keeping its rows', async () => {
+    const disk = smallDisk(64);
+    const store = new DuckDbSpanStore({ file: path.join(disk, 'spans.duckdb') });
+    await store.start();
+    onTestFinished(() => store.close());
+    for (let i = 0; i < 3; i++) {
+      const b = rows(`a${i}`, 2000);
+      await store.insertLines(b.buf, b.n);
+    }
+    const free = fill(disk, 64 * 1024);
+    await expect(store.query('CHECKPOINT')).rejects.toThrow(/invalidated|No space left/);
+    free();
+    const b = rows('after', 100);
+    // The first statement after the failure may still meet the invalidated file (it reattaches it); the next one works.
+    await store.insertLines(b.buf, b.n).catch(() => store.insertLines(b.buf, b.n));
+    expect(await store.query('SELECT count(*)::INT AS n FROM spans')).toEqual([{ n: 6100 }]);
+  });
+
+  it('refuses batches with 503 (and /readyz says why) under the disk reserve, and accepts them again once there is room', async () => {
+    const disk = smallDisk(48);
+    const t = await startTestServer({ DISK_RESERVE_BYTES: String(16 * 1024 * 1024), DRAIN_TIMEOUT_MS: '2000' }, {}, disk);
+    onTestFinished(() => t.close());
+    const { key } = await t.newKey();
+    expect((await t.post(makeBulkPayload(1, 3), { key })).status).toBe(202);
+    const free = fill(disk, 8 * 1024 * 1024);
+    await sleep(1100); // the free space is read at most once a second
+    const refused = await t.post(makeBulkPayload(1, 3), { key });
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { error: string }).error).toMatch(/disk .* is nearly full/);
+    expect((await fetch(`${t.url}/readyz`)).status).toBe(503);
+    free();
+    await sleep(1100);
+    expect((await t.post(makeBulkPayload(1, 3), { key })).status).toBe(202);
+    expect(await t.spans('SELECT count(*)::INT AS n FROM spans')).toEqual([{ n: 6 }]);
   });
 });

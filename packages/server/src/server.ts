@@ -24,6 +24,7 @@ import { Metrics } from './metrics.js';
 import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.js';
 import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';
 import { WriteLog } from './write-log.js';
+import { DiskSpace } from './disk-space.js';
 
 export interface ServerParts {
   keyStore?: ControlStore;
@@ -169,6 +170,7 @@ export class IngestServer {
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
     fastValidator();
 
+    const disk = new DiskSpace(c.dataDir, c.DISK_RESERVE_BYTES);
     const app = createApp({
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
       auth: new Authenticator(keyStore),
@@ -191,14 +193,14 @@ export class IngestServer {
       checkReady: async () => {
         await keyStore.ping();
         await spanStore.ping();
-        const problem = this.log?.writeProblem ?? this.flusher?.storeProblem();
+        const problem = this.log?.writeProblem ?? this.flusher?.storeProblem() ?? disk.problem();
         if (problem !== undefined) throw new Error(problem);
         const log = this.log;
         // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
         if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
           throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
       },
-      refusal: () => spanStore.problem?.(),
+      refusal: () => spanStore.problem?.() ?? disk.problem(),
     });
     if (c.METRICS_PORT !== undefined) {
       const metricsApp = express();

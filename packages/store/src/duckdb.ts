@@ -30,6 +30,7 @@ const DUPLICATE_KEY = /^Constraint Error: (Duplicate key .* violates primary key
 // Error classes DuckDB raises when the data itself is wrong (retrying cannot help)...
 const REJECTED = /^(Conversion Error|Invalid Input Error|Constraint Error|Binder Error|Out of Range Error)/;
 // ...except a table or column the file lacks: its schema is behind, which a migration mends.
+const INVALIDATED = /has been invalidated/;
 const SCHEMA_BEHIND = /^(Binder Error: Table "[^"]*" does not have a column|Catalog Error: Table with name \S+ does not exist)/;
 
 export interface DuckDbSpanStoreOptions {
@@ -121,7 +122,12 @@ export class DuckDbSpanStore implements SpanStore {
 
   async ping(): Promise<void> {
     await this.checkFile();
-    await this.conn('reader').run('SELECT 1');
+    try {
+      await this.conn('reader').run('SELECT 1');
+    } catch (e) {
+      await this.reopenIfInvalidated(e instanceof Error ? e.message : String(e));
+      throw e;
+    }
   }
 
   /**
@@ -229,8 +235,25 @@ export class DuckDbSpanStore implements SpanStore {
       const msg = e instanceof Error ? e.message : String(e);
       if (SCHEMA_BEHIND.test(msg)) throw new SpanStoreSchemaError(msg.split('\n')[0] ?? msg, { cause: e });
       if (REJECTED.test(msg)) throw new SpanStoreRejectedError(msg, { cause: e });
+      await this.reopenIfInvalidated(msg);
       throw e;
     }
+  }
+
+  /**
+   * A checkpoint that failed (a full disk) invalidates the attached file: every
+   * later statement fails until it is detached and attached again, which
+   * replays DuckDB's own log. Reopened here, so the store recovers by itself
+   * once there is room; the failed statement is retried by its caller.
+   */
+  private async reopenIfInvalidated(msg: string): Promise<void> {
+    if (!INVALIDATED.test(msg) || this.instance === undefined) return;
+    const reopen = this.checking.then(async () => {
+      await this.close();
+      await this.start();
+    });
+    this.checking = reopen.catch(() => undefined);
+    await reopen.catch(() => undefined);
   }
 
   async readOnlyQuery(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
@@ -262,8 +285,13 @@ export class DuckDbSpanStore implements SpanStore {
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
-    const reader = await this.conn('reader').runAndReadAll(sql, params as DuckDBValue[]);
-    return reader.getRowObjectsJson() as QueryRow[];
+    try {
+      const reader = await this.conn('reader').runAndReadAll(sql, params as DuckDBValue[]);
+      return reader.getRowObjectsJson() as QueryRow[];
+    } catch (e) {
+      await this.reopenIfInvalidated(e instanceof Error ? e.message : String(e));
+      throw e;
+    }
   }
 }
 
