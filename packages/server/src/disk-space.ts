@@ -39,6 +39,9 @@ export class DiskSpace {
     const free = this.freeBytes();
     if (free >= this.reserveBytes) return undefined;
     const mib = (n: number) => `${Math.floor(n / 1048576)} MiB`;
-    return `the disk under ${this.dir} is nearly full (${mib(free)} free, DISK_RESERVE_BYTES keeps ${mib(this.reserveBytes)}): free space; batches are accepted again once there is room`;
+    return (
+      `the disk under ${this.dir} is nearly full (${mib(free)} free, DISK_RESERVE_BYTES keeps ${mib(this.reserveBytes)}): ` +
+      'free space; batches are accepted again once there is room'
+    );
   }
 }
