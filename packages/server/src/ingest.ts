@@ -2,9 +2,9 @@ import type { Request, Response } from 'express';
 import { InvalidJsonError, ValidationError } from '@trace-ingest/shared/errors';
 import { validateIngest } from '@trace-ingest/shared/validate';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
-import { checkContentType, readBody } from './body.js';
+import { checkContentType } from './body.js';
 import { exceedsDepth, MAX_JSON_DEPTH } from './json-depth.js';
-import { accepted, admit, encodeTraces, needsSlot, noop, type EncodedBatch, type IngestDeps } from './pipeline.js';
+import { accepted, admit, encodeTraces, receive, type EncodedBatch, type IngestDeps } from './pipeline.js';
 
 /**
  * POST /ingest, in the order of checks of the v1 contract:
@@ -17,16 +17,13 @@ export function ingestHandler(deps: IngestDeps) {
     const started = performance.now();
     const { key, now } = await admit(req, res, deps);
 
-    // 4. Read, parse and validate; 5. price; 6. buffer. A slot covers a large
-    // body's whole life in memory (bytes, parsed objects, encoded rows until the
-    // write log holds them), so memory stays bounded under bursts of large
-    // bodies. Small plain bodies need none, so clients trickling large bodies
-    // cannot stall them.
+    // 4. Read, parse and validate; 5. price; 6. buffer. The memory slot (see
+    // `receive`) covers the body's life until the write log holds it.
     checkContentType(req);
-    const release = needsSlot(req) ? await deps.slots.acquire() : noop;
+    const { body, release } = await receive(req, deps);
     let batch: EncodedBatch;
     try {
-      batch = await encodeBody(req, deps, key, now);
+      batch = await encodeBody(body, deps, key, now);
       // Append to the write log (fsync'd, group commit).
       await deps.log.append(batch.lines, batch.rows);
     } finally {
@@ -37,8 +34,8 @@ export function ingestHandler(deps: IngestDeps) {
   };
 }
 
-async function encodeBody(req: Request, deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
-  const result = validateIngest(parseJson(await readBody(req, deps.maxBodyBytes)));
+async function encodeBody(body: Buffer, deps: IngestDeps, key: ResolvedKey, now: number): Promise<EncodedBatch> {
+  const result = validateIngest(parseJson(body));
   if (!result.ok) throw new ValidationError(result.issues);
   return encodeTraces(result.value.traces, deps, key, now);
 }

@@ -3,8 +3,7 @@ import { ValidationError } from '@trace-ingest/shared/errors';
 import { mapExportRequest, type MappedTraces, type OtlpMappingOptions } from '@trace-ingest/shared/otlp-genai';
 import type { Trace } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
-import { readBody } from './body.js';
-import { accepted, admit, encodeTraces, needsSlot, noop, type EncodedBatch, type IngestDeps } from './pipeline.js';
+import { accepted, admit, encodeTraces, receive, type EncodedBatch, type IngestDeps } from './pipeline.js';
 import { requestFormat, UnsupportedMediaTypeError, type OtlpCodec, type OtlpFormat } from './otlp-codec.js';
 
 export interface OtlpDeps extends IngestDeps {
@@ -27,11 +26,11 @@ export function otlpTracesHandler(deps: OtlpDeps) {
     const format = requestFormat(ct);
     if (format === undefined) throw new UnsupportedMediaTypeError((ct ?? '').split(';')[0]?.trim() ?? '');
 
-    const release = needsSlot(req) ? await deps.slots.acquire() : noop;
+    const { body, release } = await receive(req, deps);
     let mapped: MappedTraces;
     let batch: EncodedBatch;
     try {
-      const decoded = codec.decodeRequest(await readBody(req, deps.maxBodyBytes), format);
+      const decoded = codec.decodeRequest(body, format);
       mapped = mapExportRequest(decoded, mapping);
       const traces = validTraces(mapped);
       batch = await encodeTraces(traces, deps, key, now);

@@ -6,7 +6,7 @@ import type { Span, Trace } from '@trace-ingest/shared/schema';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import type { Pricing } from '@trace-ingest/store/pricing';
 import type { Authenticator } from './auth.js';
-import { checkDeclaredLength, type BodySlots } from './body.js';
+import { checkDeclaredLength, decodeBody, isCompressed, readBody, receiveBody, type BodySlots } from './body.js';
 import type { Flusher } from './flusher.js';
 import type { Metrics } from './metrics.js';
 import type { QuotaCounter } from './quota.js';
@@ -32,6 +32,10 @@ export interface IngestDeps {
   log: Pick<WriteLog, 'append'>;
   flusher: Pick<Flusher, 'notify'>;
   slots: Pick<BodySlots, 'acquire'>;
+  /** Slots of their own for small compressed bodies, once arrived: they never queue behind a large body still arriving. */
+  inflateSlots?: Pick<BodySlots, 'acquire'>;
+  /** The least rate a large body must arrive at while it holds a slot (0: none). */
+  minBodyBytesPerSec?: number;
   metrics: Metrics;
   logger: Logger;
   isDraining: () => boolean;
@@ -78,16 +82,34 @@ export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: Encode
   deps.metrics.requests.inc({ status, code: '' });
 }
 
-/** Below this declared size (and not compressed) a body is read without a slot. */
+/** Below this declared size a body is received without a slot. */
 export const SMALL_BODY_BYTES = 1024 * 1024;
 
 export const noop = (): void => undefined;
 
-export function needsSlot(req: Request): boolean {
+/**
+ * The body of an ingest request, inflated, and the release of the memory
+ * slot it holds (call it once the write log has the batch). A slot bounds the
+ * bodies in memory at once (bytes, parsed objects, encoded rows); it is taken
+ * only where memory grows large: a large or chunked body while it arrives
+ * (and a sender too slow to fill it is cut off: `minBodyBytesPerSec`); a small
+ * compressed body only once it has arrived, for its inflation, from a pool of
+ * its own (so at most twice MAX_CONCURRENT_BODIES bodies are large in memory).
+ * Small plain bodies take none, so slow large uploads stall no small batch.
+ */
+export async function receive(req: Request, deps: IngestDeps): Promise<{ body: Buffer; release: () => void }> {
   const declared = Number(req.headers['content-length']);
-  const encoding = req.headers['content-encoding'];
-  const plain = encoding === undefined || encoding === '' || encoding.trim().toLowerCase() === 'identity';
-  return !(plain && Number.isFinite(declared) && declared <= SMALL_BODY_BYTES);
+  const small = Number.isFinite(declared) && declared <= SMALL_BODY_BYTES;
+  if (small && !isCompressed(req)) return { body: await readBody(req, deps.maxBodyBytes), release: noop };
+  const raw = small ? await receiveBody(req, deps.maxBodyBytes) : undefined;
+  const release = await (small ? (deps.inflateSlots ?? deps.slots) : deps.slots).acquire();
+  try {
+    const received = raw ?? (await receiveBody(req, deps.maxBodyBytes, { minBytesPerSec: deps.minBodyBytesPerSec }));
+    return { body: await decodeBody(req, received, deps.maxBodyBytes), release };
+  } catch (e) {
+    release();
+    throw e;
+  }
 }
 
 export interface EncodedBatch {

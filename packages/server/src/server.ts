@@ -173,6 +173,7 @@ export class IngestServer {
     const disk = new DiskSpace(c.dataDir, c.DISK_RESERVE_BYTES);
     const app = createApp({
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
+      minBodyBytesPerSec: c.BODY_MIN_BYTES_PER_SEC,
       auth: new Authenticator(keyStore),
       limiter: this.limiter,
       quota: this.quota,
@@ -183,6 +184,7 @@ export class IngestServer {
         this.metrics.bodySlotsHeld.set(held);
         this.metrics.bodySlotsWaiting.set(waiting);
       }),
+      inflateSlots: new BodySlots(c.MAX_CONCURRENT_BODIES),
       metrics: this.metrics,
       logger: this.logger,
       isDraining: () => this.draining,

@@ -54,6 +54,7 @@ export const ConfigSchema = z.object({
   INGEST_DURABILITY: z.enum(['fsync', 'memory']).default('fsync'),
   BUFFER_MAX_BYTES: int(1024 * 1024 * 1024, 1),
   DISK_RESERVE_BYTES: int(128 * 1024 * 1024, 0),
+  BODY_MIN_BYTES_PER_SEC: int(64 * 1024, 0),
   MAX_CONCURRENT_BODIES: int(4, 1),
   /** Threads of the embedded DuckDB span store. One leaves the other cores to the request path (and costs ~20% less CPU per row than two). */
   DUCKDB_THREADS: int(1, 1),
