@@ -205,6 +205,9 @@ describe('Flusher with a real DuckDB store', () => {
     const f = flusherFor(down);
     f.start();
     f.kick();
+    // The buffer gauges move while the flush retries, not only when one succeeds.
+    await vi.waitFor(async () => expect((await metrics.bufferRows.get()).values[0]?.value).toBe(b.rows), { timeout: 2000 });
+    expect((await metrics.bufferBytes.get()).values[0]?.value).toBe(log.bytes);
     await f.close(200);
     expect(log.bytes).toBeGreaterThan(0);
     expect(await count()).toBe(0);
