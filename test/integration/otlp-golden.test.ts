@@ -160,7 +160,7 @@ describe('golden OTLP documents: every answer of POST /v1/traces', () => {
         const send = () => fetch(`${t.url}/v1/traces`, { method: r.method ?? 'POST', headers, ...(body === undefined || r.method === 'GET' ? {} : { body }) });
 
         if (fx.setup === 'draining') void t.server.shutdown();
-        if (fx.setup === 'keystore-closed') await t.keys.close();
+        if (fx.setup === 'keystore-closed') await t.serverKeys.close();
         let res = await send();
         if (fx.setup === 'rate') {
           for (let i = 0; i < 5 && res.status !== fx.expect.status; i++) res = await send();

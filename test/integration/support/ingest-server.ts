@@ -14,6 +14,8 @@ export interface TestServer {
   config: Config;
   server: IngestServer;
   keys: SqliteControlStore;
+  /** The server's own connection to the key store (closing it makes the server's key store fail). */
+  serverKeys: SqliteControlStore;
   /** Creates an org (on `plan`) and a key for it; returns the key. */
   newKey(org?: string, plan?: string): Promise<{ key: string; orgId: string; prefix: string }>;
   post(body: unknown, init?: { key?: string; headers?: Record<string, string>; raw?: string | Buffer }): Promise<Response>;
@@ -32,7 +34,8 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
   const keys = new SqliteControlStore(config.sqliteFile);
   await keys.start();
   const spanStore = parts.spanStore ?? new DuckDbSpanStore({ file: config.duckdbFile });
-  const server = new IngestServer(config, logger, { keyStore: new SqliteControlStore(config.sqliteFile, { busyTimeoutMs: 0 }), spanStore, ...parts });
+  const serverKeys = new SqliteControlStore(config.sqliteFile, { busyTimeoutMs: 0 });
+  const server = new IngestServer(config, logger, { keyStore: serverKeys, spanStore, ...parts });
   await server.start();
   const url = `http://127.0.0.1:${server.port}`;
   const t: TestServer = {
@@ -41,6 +44,7 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
     config,
     server,
     keys,
+    serverKeys,
     async newKey(org, plan) {
       const name = org ?? `org-${++orgSeq}-${process.pid}`;
       const existing = await keys.getOrg(name);
