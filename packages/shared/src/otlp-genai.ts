@@ -1,4 +1,5 @@
 import { CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT } from './fields.js';
+import { totalTokens } from './rows.js';
 import { MAX_EPOCH_MS, type Customer, type Span, type SpanType, type Trace, type Usage } from './schema.js';
 import { allZero, anyValueToJs, anyValueToText, hex, nanosToMillis } from './otlp/any-value.js';
 import { attrs, slotOf, type Attrs } from './otlp/attrs.js';
@@ -96,8 +97,7 @@ export function usageOf(a: Pick<Attrs, 'count'>): Usage | undefined {
   if (write > 0) u.cacheWriteInputTokens = write;
   if (output !== undefined) u.outputTokens = output < reasoning ? output : output - reasoning;
   if (reasoning > 0) u.reasoningTokens = reasoning;
-  const sum = (u.inputTokens ?? 0) + read + write + (u.outputTokens ?? 0) + reasoning;
-  u.totalTokens = total ?? sum;
+  u.totalTokens = total ?? totalTokens(u);
   return u;
 }
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeRow, encodeSpanLine, encodeTraceHead, spanToRow, UNPRICED, utcDay, type SpanCosts } from '@trace-ingest/shared/rows';
+import { encodeRow, encodeSpanLine, encodeTraceHead, spanToRow, totalTokens, UNPRICED, utcDay, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 
 // Text that exercises escaping: quotes, backslashes, control characters,
@@ -129,5 +129,18 @@ describe('utcDay', () => {
     ]);
     expect(utcDay(Date.UTC(9999, 11, 31, 23, 59, 59, 999))).toBe('9999-12-31');
     expect(utcDay(0)).toBe('1970-01-01');
+  });
+});
+
+describe('total_tokens', () => {
+  const head = encodeTraceHead({ traceId: 't', spans: [] }, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 });
+  const total = (usage: Span['usage']) =>
+    (JSON.parse(encodeSpanLine(head, { spanId: 's', spanType: 'llm', name: 'n', startTime: 1, endTime: 2, usage }, UNPRICED)) as SpanRow).total_tokens;
+
+  it('is the reported total, else the sum of the token buckets, on every route (the OTLP mapping uses the same rule)', () => {
+    expect(total({ inputTokens: 10, cachedInputTokens: 20, cacheWriteInputTokens: 3, outputTokens: 5, reasoningTokens: 7, imageCount: 2 })).toBe(45);
+    expect(total({ inputTokens: 10, outputTokens: 5, totalTokens: 99 })).toBe(99);
+    expect(total(undefined)).toBe(0);
+    expect(totalTokens({ inputTokens: 1, outputTokens: 2 })).toBe(3);
   });
 });

@@ -172,7 +172,19 @@ function metaValues(m: Metadata | undefined): string[] {
 export function usageColumns(u: Usage | undefined): Record<UsageColumn, number> {
   const out = {} as Record<UsageColumn, number>;
   for (const d of USAGE_IN_TABLE_ORDER) out[d.column] = u?.[d.field] ?? 0;
+  out.total_tokens = totalTokens(u);
   return out;
+}
+
+/**
+ * `total_tokens`, one rule for every route: the total the client reported,
+ * else the sum of the token buckets (input, cache read, cache write, output,
+ * reasoning), which are disjoint. Stored, never priced.
+ */
+export function totalTokens(u: Usage | undefined): number {
+  if (u === undefined) return 0;
+  if (u.totalTokens !== undefined) return u.totalTokens;
+  return (u.inputTokens ?? 0) + (u.cachedInputTokens ?? 0) + (u.cacheWriteInputTokens ?? 0) + (u.outputTokens ?? 0) + (u.reasoningTokens ?? 0);
 }
 
 // Row objects keep the table's key order, as the line form does.
@@ -307,7 +319,7 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
     `,"start_time":${span.startTime},"end_time":${span.endTime},"start_date":"${utcDay(span.startTime)}","duration_ms":${span.endTime - span.startTime}` +
     `,"status":${span.status === undefined ? '"ok"' : JSON.stringify(span.status)},"error_message":${str(span.errorMessage)}` +
     `,"provider":${str(span.provider)},"model_id":${str(span.modelId)}` +
-    `,"input_tokens":${count(u?.inputTokens)},"output_tokens":${count(u?.outputTokens)},"total_tokens":${count(u?.totalTokens)}` +
+    `,"input_tokens":${count(u?.inputTokens)},"output_tokens":${count(u?.outputTokens)},"total_tokens":${totalTokens(u)}` +
     `,"reasoning_tokens":${count(u?.reasoningTokens)},"cached_input_tokens":${count(u?.cachedInputTokens)}` +
     `,"cache_write_input_tokens":${count(u?.cacheWriteInputTokens)},"image_count":${count(u?.imageCount)}` +
     `,"web_search_count":${count(u?.webSearchCount)},"request_count":${count(u?.requestCount)}` +
