@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { Command } from 'commander';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { doctor } from './actions/doctor.js';
@@ -41,7 +42,9 @@ export function buildProgram(deps: ProgramDeps): Command {
       'Operate a trace-ingest server: schema, plans, orgs, API keys, prices and console tokens. ' +
         'Uses DATA_DIR, DATABASE_URL and CLICKHOUSE_URL like the server.',
     )
-    .showHelpAfterError()
+    .version(cliVersion(), '-V, --version', 'print the version')
+    // One line and a hint, not the whole help, after a mistyped option or command.
+    .showHelpAfterError('(run with --help for the commands and options)')
     .configureOutput({ writeOut: (s) => out.out(s), writeErr: (s) => out.err(s) })
     .exitOverride();
 
@@ -105,4 +108,9 @@ export async function runCli(argv: readonly string[], deps: ProgramDeps): Promis
     return code ?? 1;
   }
   return typeof process.exitCode === 'number' ? process.exitCode : 0;
+}
+
+/** The package's version (the CLI, the server and the stores ship together). */
+function cliVersion(): string {
+  return (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 }

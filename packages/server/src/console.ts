@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, UnauthorizedError } from '@trace-ingest/shared/errors';
+import { parseUtcDay } from '@trace-ingest/shared/dates';
 import { utcMonth } from '@trace-ingest/shared/ids';
 import type { PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { Pricing } from '@trace-ingest/store/pricing';
@@ -102,11 +103,11 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     const today = new Date(now()).toISOString().slice(0, 10);
     const to = r.data.to ?? today;
     const from = r.data.from ?? `${to.slice(0, 7)}-01`;
-    const fromMs = Date.parse(`${from}T00:00:00Z`);
-    const toMs = Date.parse(`${to}T00:00:00Z`) + DAY_MS;
-    // Date.parse rolls 2026-02-30 over into March; a date must survive the round trip.
-    const real = (d: string, ms: number) => Number.isFinite(ms) && new Date(ms).toISOString().slice(0, 10) === d;
-    if (!real(from, fromMs) || !real(to, toMs - DAY_MS)) throw new BadRequestError('TI_ERR_BAD_REQUEST', 'from/to: not a calendar date');
+    const fromDay = parseUtcDay(from);
+    const toDay = parseUtcDay(to);
+    if (fromDay === undefined || toDay === undefined) throw new BadRequestError('TI_ERR_BAD_REQUEST', 'from/to: not a calendar date');
+    const fromMs = fromDay;
+    const toMs = toDay + DAY_MS;
     if (toMs <= fromMs) throw new BadRequestError('TI_ERR_BAD_REQUEST', `to (${to}) must not be before from (${from})`);
     if ((toMs - fromMs) / DAY_MS > MAX_DAYS) throw new BadRequestError('TI_ERR_BAD_REQUEST', `a range covers at most ${MAX_DAYS} days (got ${from} to ${to})`);
     return { org: r.data.org, from, to, fromMs, toMs, days: daysOf(fromMs, toMs) };

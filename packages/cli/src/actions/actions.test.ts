@@ -10,6 +10,7 @@ import { createKey, listKeys, revokeKey } from './keys.js';
 import { migrate } from './migrate.js';
 import { createOrg, listOrgs, setOrgPlan } from './orgs.js';
 import { createPlan, listPlans, updatePlan } from './plans.js';
+import { resolveWindow } from './usage.js';
 
 function capture(): Output & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
@@ -116,5 +117,35 @@ describe('trace-ingest command line', () => {
     const r = await run(['keys', 'revoke', 'ti_same_pref']);
     expect(r.code).toBe(1);
     expect(r.stderr).toEqual(['trace-ingest: prefix "ti_same_pref" matches 2 keys; revoke by id instead']);
+  });
+});
+
+describe('the CLI refuses what cannot be meant', () => {
+  const run = async (...argv: string[]) => {
+    const out = capture();
+    const code = await runCli(argv, { env: { DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-argv-')) }, out });
+    return { code, out: out.stdout.join(''), err: out.stderr.join('') };
+  };
+
+  it('an impossible date, with one line', async () => {
+    const r = await run('usage', '--org', 'acme', '--from', '2026-11-01', '--to', '2026-11-31');
+    expect(r.code).not.toBe(0);
+    expect(r.err.trim().split('\n')).toHaveLength(1);
+    expect(r.err).toMatch(/--to: not a calendar date/);
+    expect(() => resolveWindow({ from: '2026-02-30' })).toThrow(/not a calendar date/);
+  });
+
+  it('--json and --csv together', async () => {
+    const r = await run('usage', '--org', 'acme', '--json', '--csv');
+    expect(r.code).not.toBe(0);
+    expect(r.err).toMatch(/--json or --csv, not both/);
+  });
+
+  it('an unknown option, with one line and the --help hint, and --version prints the version', async () => {
+    const r = await run('usage', '--org', 'acme', '--colour');
+    expect(r.code).not.toBe(0);
+    expect(r.err.trim().split('\n')).toEqual([expect.stringMatching(/unknown option '--colour'/), expect.stringMatching(/--help/)]);
+    const v = await run('--version');
+    expect([v.code, v.out.trim()]).toEqual([0, '0.1.0']);
   });
 });

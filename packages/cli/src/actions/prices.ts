@@ -1,3 +1,4 @@
+import { parseDateOrTime } from '@trace-ingest/shared/dates';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
@@ -26,10 +27,10 @@ export interface SetPriceInput {
 /** An override for people: org and provider by name ('*' for any), the start date as text. */
 export type PriceListing = Omit<PriceOverrideRecord, 'orgId' | 'validFrom' | 'createdAt'> & { org: string; from: string };
 
-/** A date (YYYY-MM-DD, UTC midnight) or an ISO timestamp, as epoch ms. */
+/** A date (YYYY-MM-DD, UTC midnight) or an ISO timestamp, as epoch ms; an impossible day (2026-11-31) is refused. */
 export function parseDate(text: string, flag: string): number {
-  const ms = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00Z`) : Date.parse(text);
-  if (!Number.isFinite(ms)) throw new UsageError(`${flag}: not a date (use YYYY-MM-DD or an ISO timestamp): ${text}`);
+  const ms = parseDateOrTime(text);
+  if (ms === undefined) throw new UsageError(`${flag}: not a calendar date (use YYYY-MM-DD or an ISO timestamp): ${text}`);
   return ms;
 }
 

@@ -37,8 +37,10 @@ async function orgId(ctx: CliContext, org: string): Promise<string> {
 }
 
 export async function usage(ctx: CliContext, input: Window & { org: string; by: GroupBy; customer?: string | undefined }): Promise<UsageRow[]> {
+  // The dates are checked before any store is opened: a typo is reported as itself.
+  const window = resolveWindow(input);
   const access = await openSpanAccess(ctx);
-  return access.usage({ orgId: await orgId(ctx, input.org), ...resolveWindow(input), by: input.by, customerId: input.customer });
+  return access.usage({ orgId: await orgId(ctx, input.org), ...window, by: input.by, customerId: input.customer });
 }
 
 export async function sql(ctx: CliContext, query: string): Promise<QueryRow[]> {
@@ -49,6 +51,7 @@ export async function repriceSpans(
   ctx: CliContext,
   input: { org: string; from: string; to?: string | undefined; model?: string | undefined },
 ): Promise<RepriceResult> {
+  const window = resolveWindow({ from: input.from, to: input.to });
   const access = await openSpanAccess(ctx);
-  return access.reprice({ orgId: await orgId(ctx, input.org), ...resolveWindow({ from: input.from, to: input.to }), model: input.model });
+  return access.reprice({ orgId: await orgId(ctx, input.org), ...window, model: input.model });
 }

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
 import { repriceSpans, sql, usage } from '../actions/usage.js';
@@ -38,6 +39,7 @@ export function registerReports(program: Command, run: Runner): void {
           }),
           raw,
         );
+        if (o.json === true && o.csv === true) throw new UsageError('give --json or --csv, not both');
         const rows = await usage(ctx, o);
         const total = usageTotals(rows);
         if (o.json === true) printJson(out, { rows, total });
