@@ -156,3 +156,19 @@ describe('a full disk', () => {
     expect(await t.spans('SELECT count(*)::INT AS n FROM spans')).toEqual([{ n: 6 }]);
   });
 });
+
+describe('doctor beside a running server', () => {
+  it('finds the server through the admin socket whatever port it listens on, and reports the store held by it, not a lock failure', async () => {
+    const t = await startTestServer({ DRAIN_TIMEOUT_MS: '2000' });
+    onTestFinished(() => t.close());
+    await t.newKey();
+    const doctor = await promisify(execFile)(process.execPath, [CLI, 'doctor', '--json'], {
+      // PORT is not the server's: the socket in DATA_DIR tells where it is.
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: t.dir, PORT: '1' },
+      encoding: 'utf8',
+    }).catch((e: { stdout: string }) => e);
+    const checks = JSON.parse(doctor.stdout) as { name: string; status: string; detail: string }[];
+    expect(checks.find((c) => c.name === 'server')).toMatchObject({ status: 'ok', detail: `a server answers ready on port ${new URL(t.url).port}` });
+    expect(checks.find((c) => c.name === 'span store')?.status).toBe('ok');
+  });
+});

@@ -73,12 +73,17 @@ class DirectAccess implements SpanAccess {
 }
 
 async function serverAnswers(socket: string): Promise<boolean> {
-  if (!fs.existsSync(socket)) return false;
+  return (await runningServer(socket)) !== undefined;
+}
+
+/** The server answering on the admin socket of this DATA_DIR, and the port it listens on; undefined when none answers. */
+export async function runningServer(socket: string): Promise<{ port: number | undefined } | undefined> {
+  if (!fs.existsSync(socket)) return undefined;
   try {
-    await request(socket, 'GET', '/v1/ping');
-    return true;
+    const r = await request<{ port?: number }>(socket, 'GET', '/v1/ping');
+    return { port: typeof r.port === 'number' ? r.port : undefined };
   } catch {
-    return false;
+    return undefined;
   }
 }
 

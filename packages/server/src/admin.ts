@@ -36,13 +36,15 @@ export class AdminServer {
     private readonly pricing: Pick<Pricing, 'refresh' | 'price'>,
     private readonly logger: Logger,
     private readonly metrics: Metrics,
+    /** The main listener's port, so the CLI finds the server wherever it listens. */
+    private readonly port: () => number | undefined = () => undefined,
   ) {}
 
   async start(): Promise<void> {
     const app = express();
     app.use(express.json({ limit: '1mb' }));
     app.get('/v1/ping', (_req, res) => {
-      res.json({ ok: true, spanStore: this.spans.kind });
+      res.json({ ok: true, spanStore: this.spans.kind, port: this.port() });
     });
     app.post('/v1/query', async (req, res) => {
       const b = parse(QueryBody, req.body);

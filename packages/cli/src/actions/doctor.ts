@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { missingSegments, segmentSeq } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
+import { runningServer } from '../span-access.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -16,52 +17,30 @@ export interface Check {
 /**
  * Checks what a running installation needs, and says what to fix: the data
  * directory, both stores and their schema, the write log, and whether a
- * server answers on PORT.
+ * server answers (found through the admin socket of DATA_DIR, else on PORT).
  */
 export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } = {}): Promise<Check[]> {
   const c = ctx.config;
   const checks: Check[] = [];
   checks.push(await checkDataDir(c.dataDir));
 
-  const serverUp = await probeServer(`http://127.0.0.1:${c.PORT}/readyz`, opts.fetchTimeoutMs ?? 1500);
+  // A server of this DATA_DIR answers on its admin socket whatever port it listens on; PORT is the fallback.
+  const running = await runningServer(c.adminSocket);
+  const port = running?.port ?? c.PORT;
+  const probed = await probeServer(`http://127.0.0.1:${port}/readyz`, opts.fetchTimeoutMs ?? 1500);
+  const serverUp = probed === 'down' && running !== undefined ? 'not-ready' : probed;
   checks.push(
     serverUp === 'ready'
-      ? { name: 'server', status: 'ok', detail: `a server answers ready on port ${c.PORT}` }
+      ? { name: 'server', status: 'ok', detail: `a server answers ready on port ${port}` }
       : serverUp === 'not-ready'
         ? {
             name: 'server',
             status: 'warn',
-            detail: `a server on port ${c.PORT} answers but is not ready`,
-            fix: `check GET http://127.0.0.1:${c.PORT}/readyz and the server log`,
+            detail: `a server on port ${port} answers but is not ready`,
+            fix: `check GET http://127.0.0.1:${port}/readyz and the server log`,
           }
-        : { name: 'server', status: 'warn', detail: `no server answers on port ${c.PORT}`, fix: 'start it with "npm start" or "trace-ingest serve"' },
+        : { name: 'server', status: 'warn', detail: `no server answers on port ${port}`, fix: 'start it with "npm start" or "trace-ingest serve"' },
   );
-
-  try {
-    const keys = await ctx.keys();
-    await keys.ping();
-    const orgs = await keys.listOrgs();
-    const active = (await keys.listKeys()).filter((k) => k.revokedAt === null);
-    checks.push({
-      name: 'key store',
-      status: 'ok',
-      detail: `${keys.kind} reachable, schema up to date; ${orgs.length} org(s), ${active.length} active key(s)`,
-    });
-    if (active.length === 0)
-      checks.push({
-        name: 'api keys',
-        status: 'warn',
-        detail: 'no active API key',
-        fix: 'trace-ingest orgs create <org> && trace-ingest keys create --org <org>',
-      });
-  } catch (e) {
-    checks.push({
-      name: 'key store',
-      status: 'fail',
-      detail: message(e),
-      fix: c.DATABASE_URL === undefined ? `check that ${c.sqliteFile} is readable and writable` : 'check DATABASE_URL and that PostgreSQL is reachable',
-    });
-  }
 
   const storeGone = c.CLICKHOUSE_URL === undefined && serverUp !== 'down' && !(await fileExists(c.duckdbFile));
   if (storeGone) {
