@@ -42,6 +42,11 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly spansAccepted = new Counter({ name: 'trace_ingest_spans_accepted_total', help: 'Span rows answered 202', registers: [this.registry] });
+  readonly spansBefore2001 = new Counter({
+    name: 'trace_ingest_spans_before_2001_total',
+    help: 'Accepted spans whose start time is before 2001 (times sent in seconds instead of milliseconds?); stored as sent',
+    registers: [this.registry],
+  });
   readonly spansUnpriced = new Counter({
     name: 'trace_ingest_spans_unpriced_total',
     help: 'Accepted spans with a model but no price',

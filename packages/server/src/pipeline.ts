@@ -74,6 +74,7 @@ export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: Encode
   await deps.quota.add(key.orgId, batch.rows, now);
 
   deps.metrics.spansAccepted.inc(batch.rows);
+  if ((batch.before2001 ?? 0) > 0) deps.metrics.spansBefore2001.inc(batch.before2001);
   if (batch.unpriced.length > 0) {
     deps.metrics.spansUnpriced.inc(batch.unpriced.length);
     for (const sp of batch.unpriced) deps.metrics.countUnpriced(sp.provider ?? '', sp.modelId ?? '');
@@ -112,11 +113,20 @@ export async function receive(req: Request, deps: IngestDeps): Promise<{ body: B
   }
 }
 
+/**
+ * 2001-01-01T00:00:00Z. The contract takes any epoch-ms time, but a start this
+ * early is nearly always seconds sent as milliseconds (1767225600 is January
+ * 1970 as ms): still stored (the 202 stands), and counted so it can be found.
+ */
+export const SECONDS_SUSPECT_BEFORE_MS = 978_307_200_000;
+
 export interface EncodedBatch {
   /** Canonical NDJSON lines, one per span. */
   lines: Buffer;
   rows: number;
   unpriced: Span[];
+  /** Spans that start before 2001: seconds sent as milliseconds? */
+  before2001?: number;
 }
 
 /** Steps 5-6 of every ingest route: price each span of valid traces and encode its row. */
@@ -125,15 +135,17 @@ export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, k
   const ctx = { orgId: key.orgId, keyPrefix: key.prefix, receivedAt: now };
   const lines: string[] = [];
   const unpriced: Span[] = [];
+  let before2001 = 0;
   for (const trace of traces) {
     const head = encodeTraceHead(trace, ctx);
     for (const span of trace.spans) {
       const costs = deps.pricing.price(span, key.orgId);
       if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
+      if (span.startTime < SECONDS_SUSPECT_BEFORE_MS) before2001++;
       lines.push(encodeSpanLine(head, span, costs));
     }
   }
-  return { lines: toNdjson(lines), rows: lines.length, unpriced };
+  return { lines: toNdjson(lines), rows: lines.length, unpriced, before2001 };
 }
 
 /**

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { missingSegments, segmentSeq } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
-import { runningServer } from '../span-access.js';
+import { openSpanAccess, runningServer } from '../span-access.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -71,6 +71,7 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
     }
   }
 
+  if (!storeGone) checks.push(await checkSecondsTimes(ctx));
   checks.push(await checkWriteLog(c.walDir, c.BUFFER_MAX_BYTES));
   checks.push(await checkDeadLetters(path.join(c.dataDir, 'dead-letter')));
   return checks;
@@ -140,6 +141,27 @@ async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
       fix: 'the span store is behind or down: check it and the server log',
     };
   return { name: 'write log', status: 'ok', detail: `${segments} segment(s), ${bytes} bytes waiting for the store` };
+}
+
+/** 2001-01-01: a start time before it is nearly always seconds sent as milliseconds. */
+const SUSPECT_BEFORE_MS = 978_307_200_000;
+const WEEK_MS = 7 * 86_400_000;
+
+async function checkSecondsTimes(ctx: CliContext): Promise<Check> {
+  try {
+    const access = await openSpanAccess(ctx);
+    const [row] = await access.sql('SELECT count(*) AS n FROM spans WHERE start_time < ? AND received_at >= ?', [SUSPECT_BEFORE_MS, Date.now() - WEEK_MS]);
+    const n = Number(row?.n ?? 0);
+    if (n === 0) return { name: 'span times', status: 'ok', detail: 'no span received this week starts before 2001' };
+    return {
+      name: 'span times',
+      status: 'warn',
+      detail: `${n} span(s) received this week have start times before 2001: seconds instead of milliseconds?`,
+      fix: 'send startTime and endTime as epoch milliseconds (e.g. Date.now()); such spans are stored as sent and counted in trace_ingest_spans_before_2001_total',
+    };
+  } catch (e) {
+    return { name: 'span times', status: 'warn', detail: `could not check span times: ${message(e)}` };
+  }
 }
 
 async function checkDeadLetters(dir: string): Promise<Check> {
