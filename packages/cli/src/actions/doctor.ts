@@ -157,7 +157,9 @@ async function checkSecondsTimes(ctx: CliContext): Promise<Check> {
       name: 'span times',
       status: 'warn',
       detail: `${n} span(s) received this week have start times before 2001: seconds instead of milliseconds?`,
-      fix: 'send startTime and endTime as epoch milliseconds (e.g. Date.now()); such spans are stored as sent and counted in trace_ingest_spans_before_2001_total',
+      fix:
+        'send startTime and endTime as epoch milliseconds (e.g. Date.now()); ' +
+        'such spans are stored as sent and counted in trace_ingest_spans_before_2001_total',
     };
   } catch (e) {
     return { name: 'span times', status: 'warn', detail: `could not check span times: ${message(e)}` };
