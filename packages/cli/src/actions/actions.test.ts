@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
+import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { createContext, type CliContext } from '../context.js';
 import { runCli } from '../program.js';
 import type { Output } from '../output.js';
@@ -124,6 +125,8 @@ describe('the CLI refuses what cannot be meant', () => {
   const run = async (...argv: string[]) => {
     const out = capture();
     const code = await runCli(argv, { env: { DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-argv-')) }, out });
+    // runCli reports a failure through process.exitCode: it must not outlive the case (nor fail the test run).
+    process.exitCode = 0;
     return { code, out: out.stdout.join(''), err: out.stderr.join('') };
   };
 
@@ -147,5 +150,46 @@ describe('the CLI refuses what cannot be meant', () => {
     expect(r.err.trim().split('\n')).toEqual([expect.stringMatching(/unknown option '--colour'/), expect.stringMatching(/--help/)]);
     const v = await run('--version');
     expect([v.code, v.out.trim()]).toEqual([0, '0.1.0']);
+  });
+});
+
+describe('usage as a table', () => {
+  it('says which range it shows, uses the CSV column names, and on an empty range says where the spans are', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-usage-'));
+    const env = { DATA_DIR: dataDir };
+    const cli = async (...argv: string[]) => {
+      const out = capture();
+      const code = await runCli(argv, { env, out });
+      process.exitCode = 0;
+      return { code, out: out.stdout.join('\n'), err: out.stderr.join('') };
+    };
+    expect((await cli('orgs', 'create', 'acme')).code).toBe(0);
+    const ctx = createContext(loadConfig(env));
+    const org = await (await ctx.keys()).getOrg('acme');
+    const rows = payloadToRows(
+      {
+        version: 'v1',
+        traces: [{ traceId: 't', spans: [{ spanId: 's', spanType: 'llm', name: 'n', startTime: Date.UTC(2026, 0, 5), endTime: Date.UTC(2026, 0, 5) + 10 }] }],
+      },
+      { orgId: org!.id, keyPrefix: 'k', receivedAt: 1 },
+      () => UNPRICED,
+    );
+    await (await ctx.spans()).insertLines(Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows.length);
+    await ctx.close();
+
+    const empty = await cli('usage', '--org', 'acme', '--month', '2025-12');
+    expect(empty.out).toBe(
+      'acme by model, spans that started 2025-12-01 to 2025-12-31 (UTC)\n' +
+        "no spans in this range; the org's 1 span(s) started from 2026-01-05 to 2026-01-05 (give --from/--to or --month)",
+    );
+    const full = await cli('usage', '--org', 'acme', '--month', '2026-01');
+    const columns =
+      full.out
+        .split('\n')
+        .find((l) => l.includes('group'))
+        ?.match(/[a-z_]+/g) ?? [];
+    expect(columns.slice(0, 6)).toEqual(['group', 'spans', 'unpriced_spans', 'input_tokens', 'cached_input_tokens', 'cache_write_input_tokens']);
+    const csv = await cli('usage', '--org', 'acme', '--month', '2026-01', '--csv');
+    for (const col of columns) expect(csv.out.split('\n')[0]?.split(',')).toContain(col);
   });
 });

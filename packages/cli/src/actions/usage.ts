@@ -36,11 +36,26 @@ async function orgId(ctx: CliContext, org: string): Promise<string> {
   return o.id;
 }
 
-export async function usage(ctx: CliContext, input: Window & { org: string; by: GroupBy; customer?: string | undefined }): Promise<UsageRow[]> {
+export async function usage(
+  ctx: CliContext,
+  input: Window & { org: string; by: GroupBy; customer?: string | undefined },
+): Promise<{ rows: UsageRow[]; window: { from: number; to: number }; orgId: string }> {
   // The dates are checked before any store is opened: a typo is reported as itself.
   const window = resolveWindow(input);
   const access = await openSpanAccess(ctx);
-  return access.usage({ orgId: await orgId(ctx, input.org), ...window, by: input.by, customerId: input.customer });
+  const id = await orgId(ctx, input.org);
+  return { rows: await access.usage({ orgId: id, ...window, by: input.by, customerId: input.customer }), window, orgId: id };
+}
+
+/** For an empty range: where the org's spans are, if it has any (by start time, as reports count them). */
+export async function whereSpansAre(ctx: CliContext, orgId: string): Promise<string> {
+  const [r] = await (
+    await openSpanAccess(ctx)
+  ).sql('SELECT count(*) AS n, min(start_time) AS first, max(start_time) AS last FROM spans WHERE org_id = ?', [orgId]);
+  const n = Number(r?.n ?? 0);
+  if (n === 0) return 'no spans in this range; the org has none stored yet';
+  const day = (v: unknown) => new Date(Number(v)).toISOString().slice(0, 10);
+  return `no spans in this range; the org's ${n} span(s) started from ${day(r?.first)} to ${day(r?.last)} (give --from/--to or --month)`;
 }
 
 export async function sql(ctx: CliContext, query: string): Promise<QueryRow[]> {

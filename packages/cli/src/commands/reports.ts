@@ -3,13 +3,36 @@ import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
-import { repriceSpans, sql, usage } from '../actions/usage.js';
+import { repriceSpans, sql, usage, whereSpansAre } from '../actions/usage.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
 import { printJson, printTable, type Output } from '../output.js';
 
 export function printCsv(out: Output, rows: readonly Record<string, unknown>[]): void {
   if (rows.length > 0) out.out(toCsv(rows));
+}
+
+/** The columns `usage` prints as a table, named as in its CSV. */
+const TABLE_COLUMNS = [
+  'group',
+  'spans',
+  'unpriced_spans',
+  'input_tokens',
+  'cached_input_tokens',
+  'cache_write_input_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'input_cost',
+  'cached_input_cost',
+  'cache_write_input_cost',
+  'output_cost',
+  'reasoning_cost',
+  'total_cost',
+];
+
+function rangeText(w: { from: number; to: number }): string {
+  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+  return `${day(w.from)} to ${day(w.to - 1)}`;
 }
 
 export function registerReports(program: Command, run: Runner): void {
@@ -40,28 +63,20 @@ export function registerReports(program: Command, run: Runner): void {
           raw,
         );
         if (o.json === true && o.csv === true) throw new UsageError('give --json or --csv, not both');
-        const rows = await usage(ctx, o);
+        const { rows, window, orgId } = await usage(ctx, o);
         const total = usageTotals(rows);
         if (o.json === true) printJson(out, { rows, total });
         else if (o.csv === true) printCsv(out, [...rows, total].map(usageCsvRow));
         else {
-          const table = [...rows, total].map((r) => ({
-            [o.by]: r.group,
-            spans: r.spans,
-            unpriced: r.unpricedSpans,
-            input_tokens: r.tokens.input_tokens,
-            cached_tokens: r.tokens.cached_input_tokens,
-            output_tokens: r.tokens.output_tokens,
-            reasoning_tokens: r.tokens.reasoning_tokens,
-            input_usd: r.costs.input_cost,
-            cached_usd: r.costs.cached_input_cost,
-            cache_write_usd: r.costs.cache_write_input_cost,
-            output_usd: r.costs.output_cost,
-            reasoning_usd: r.costs.reasoning_cost,
-            other_usd: otherCost(r),
-            total_usd: r.costs.total_cost,
-          }));
-          printTable(out, table, Object.keys(table[0] ?? {}) as (keyof (typeof table)[number] & string)[]);
+          out.out(`${o.org} by ${o.by}, spans that started ${rangeText(window)} (UTC)`);
+          if (rows.length === 0) {
+            out.out(await whereSpansAre(ctx, orgId));
+            return;
+          }
+          // The CSV's own column names (a subset: the per-unit costs only when some row has one).
+          const csv = [...rows, total].map(usageCsvRow);
+          const units = ['image_cost', 'web_search_cost', 'request_cost'].filter((c) => csv.some((r) => r[c] !== '0'));
+          printTable(out, csv, [...TABLE_COLUMNS.slice(0, -1), ...units, 'total_cost']);
         }
       }),
     );
