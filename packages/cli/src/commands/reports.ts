@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
-import { GROUPS, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
+import { GROUPS, usageTotals } from '@trace-ingest/store/reports';
 import { repriceSpans, sql, usage, whereSpansAre } from '../actions/usage.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
@@ -110,9 +110,4 @@ export function registerReports(program: Command, run: Runner): void {
           );
       }),
     );
-}
-
-function otherCost(r: UsageRow): string {
-  const parts = [r.costs.image_cost, r.costs.web_search_cost, r.costs.request_cost];
-  return parts.every((p) => p === '0') ? '0' : parts.join(' + ');
 }
