@@ -36,10 +36,14 @@ async function orgId(ctx: CliContext, org: string): Promise<string> {
   return o.id;
 }
 
-export async function usage(
-  ctx: CliContext,
-  input: Window & { org: string; by: GroupBy; customer?: string | undefined },
-): Promise<{ rows: UsageRow[]; window: { from: number; to: number }; orgId: string }> {
+export async function usage(ctx: CliContext, input: UsageInput): Promise<UsageRow[]> {
+  return (await usageInWindow(ctx, input)).rows;
+}
+
+type UsageInput = Window & { org: string; by: GroupBy; customer?: string | undefined };
+
+/** The report, with the window it covers and the org's id (what the table prints around it). */
+export async function usageInWindow(ctx: CliContext, input: UsageInput): Promise<{ rows: UsageRow[]; window: { from: number; to: number }; orgId: string }> {
   // The dates are checked before any store is opened: a typo is reported as itself.
   const window = resolveWindow(input);
   const access = await openSpanAccess(ctx);

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS, usageTotals } from '@trace-ingest/store/reports';
-import { repriceSpans, sql, usage, whereSpansAre } from '../actions/usage.js';
+import { repriceSpans, sql, usageInWindow, whereSpansAre } from '../actions/usage.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
 import { printJson, printTable, type Output } from '../output.js';
@@ -63,7 +63,7 @@ export function registerReports(program: Command, run: Runner): void {
           raw,
         );
         if (o.json === true && o.csv === true) throw new UsageError('give --json or --csv, not both');
-        const { rows, window, orgId } = await usage(ctx, o);
+        const { rows, window, orgId } = await usageInWindow(ctx, o);
         const total = usageTotals(rows);
         if (o.json === true) printJson(out, { rows, total });
         else if (o.csv === true) printCsv(out, [...rows, total].map(usageCsvRow));

@@ -1,0 +1,34 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { startTestServer } from './support/ingest-server.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+
+describe("the README's own path", () => {
+  it('names only files that exist', () => {
+    const named = [
+      ...README.matchAll(/(?<![\w/.-])((?:examples|docker|scripts|bench|docs|migrations|packages)\/[\w./-]+\.(?:json|mjs|js|yml|sh|sql|png|ts|md))/g),
+    ].map((m) => m[1] ?? '');
+    expect(named.length).toBeGreaterThan(5);
+    expect(named.filter((f) => !fs.existsSync(path.join(ROOT, f)))).toEqual([]);
+  });
+
+  it("sends the quick start batch as written: accepted, and in this month's usage", async () => {
+    const t = await startTestServer();
+    onTestFinished(() => t.close());
+    const { key } = await t.newKey('acme');
+    const block = /```sh\n(npx trace-ingest orgs create acme[\s\S]*?)```/.exec(README)?.[1] ?? '';
+    const curl = block.slice(block.indexOf('curl ')).split('\n# ')[0] ?? '';
+    expect(curl).toMatch(/^curl /);
+    const { stdout } = await promisify(execFile)('bash', ['-c', curl.replace('http://localhost:4000', t.url)], { env: { ...process.env, KEY: key } });
+    expect(stdout.trim()).toBe('{"accepted":1}');
+    const month = new Date().toISOString().slice(0, 7);
+    const [row] = await t.spans("SELECT count(*)::INT AS n FROM spans WHERE strftime(start_date, '%Y-%m') = ?", [month]);
+    expect(row?.n).toBe(1);
+  });
+});
