@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -30,5 +31,28 @@ describe("the README's own path", () => {
     const month = new Date().toISOString().slice(0, 7);
     const [row] = await t.spans("SELECT count(*)::INT AS n FROM spans WHERE strftime(start_date, '%Y-%m') = ?", [month]);
     expect(row?.n).toBe(1);
+  });
+
+  it('installs the SDK from this repository as it says (npm pack, then npm install of the tarball) and imports it', async () => {
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-sdk-pack-'));
+    const app = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-sdk-app-'));
+    onTestFinished(() => {
+      fs.rmSync(out, { recursive: true, force: true });
+      fs.rmSync(app, { recursive: true, force: true });
+    });
+    const run = promisify(execFile);
+    await run('npm', ['pack', '--workspace=@trace-ingest/sdk', '--pack-destination', out], { cwd: ROOT });
+    const [tarball] = fs.readdirSync(out);
+    expect(README).toContain(`npm install /tmp/${tarball ?? ''}`);
+    fs.writeFileSync(path.join(app, 'package.json'), '{"name":"app","private":true,"type":"module"}');
+    await run('npm', ['install', '--no-audit', '--no-fund', path.join(out, tarball ?? '')], { cwd: app });
+    const { stdout } = await run(
+      process.execPath,
+      ['--input-type=module', '-e', "import { TraceIngest } from '@trace-ingest/sdk'; console.log(typeof TraceIngest)"],
+      {
+        cwd: app,
+      },
+    );
+    expect(stdout.trim()).toBe('function');
   });
 });
