@@ -8,6 +8,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { startTestServer } from './support/ingest-server.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const CLI = path.join(ROOT, 'packages/cli/bin/trace-ingest.js');
 const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
 
 describe("the README's own path", () => {
@@ -54,5 +55,16 @@ describe("the README's own path", () => {
       },
     );
     expect(stdout.trim()).toBe('function');
+  });
+
+  it('console token create prints the console URL of the running server, whatever its port', async () => {
+    const t = await startTestServer({ CONSOLE_PORT: '0' });
+    onTestFinished(() => t.close());
+    const r = await promisify(execFile)(process.execPath, [CLI, 'console', 'token', 'create', '--name', 'finance'], {
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: t.dir },
+      encoding: 'utf8',
+    });
+    expect(r.stdout.trim()).toMatch(/^tic_/);
+    expect(r.stderr).toContain(`http://127.0.0.1:${t.server.consolePort}/console/`);
   });
 });

@@ -1,24 +1,21 @@
 import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 
-/** Parses commander's raw option strings with zod; one clear line on failure. */
-export function parseOptions<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
+/**
+ * Parses commander's raw option strings with zod; one clear line on failure,
+ * naming the option (`--org`) or, for the `positional` keys, the argument
+ * (`<name>`) that is wrong.
+ */
+export function parseOptions<T extends z.ZodType>(schema: T, raw: unknown, positional: readonly string[] = []): z.infer<T> {
   const r = schema.safeParse(raw);
   if (r.success) return r.data;
-  const msg = r.error.issues
-    .map(
-      (i) =>
-        `${
-          i.path.length > 0
-            ? `--${i.path
-                .map(String)
-                .join('.')
-                .replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`
-            : 'input'
-        }: ${i.message}`,
-    )
-    .join('; ');
-  throw new UsageError(msg);
+  const label = (path: PropertyKey[]): string => {
+    if (path.length === 0) return 'input';
+    const key = path.map(String).join('.');
+    if (positional.includes(key)) return `the argument <${key}>`;
+    return `--${key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`;
+  };
+  throw new UsageError(r.error.issues.map((i) => `${label(i.path)}: ${i.message}`).join('; '));
 }
 
 export const nonNegativeInt = z

@@ -62,6 +62,22 @@ export function buildProgram(deps: ProgramDeps): Command {
   program
     .command('serve')
     .description('start the server in the foreground (what `npm start` runs); SIGTERM/SIGINT drain it')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Example:',
+        '  DATA_DIR=/var/lib/trace-ingest PORT=4000 CONSOLE_PORT=4001 trace-ingest serve',
+        '',
+        'Environment (all optional; the README lists every variable and its default):',
+        '  PORT, HOST                 where it listens (4000, 0.0.0.0)',
+        '  DATA_DIR                   key store, span store, write log (./data)',
+        '  CLICKHOUSE_URL             spans in ClickHouse instead of the embedded DuckDB',
+        '  DATABASE_URL, REDIS_URL    PostgreSQL and Redis, for several replicas',
+        '  CONSOLE_PORT, CONSOLE_HOST the cost console (off unless CONSOLE_PORT is set; 127.0.0.1)',
+        '  LOG_LEVEL, LOG_PRETTY      logging (info, false)',
+      ].join('\n'),
+    )
     .action(async () => {
       // Validate the environment here first, so a bad value gets one clear line before any child starts.
       try {

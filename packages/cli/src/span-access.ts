@@ -77,11 +77,11 @@ async function serverAnswers(socket: string): Promise<boolean> {
 }
 
 /** The server answering on the admin socket of this DATA_DIR, and the port it listens on; undefined when none answers. */
-export async function runningServer(socket: string): Promise<{ port: number | undefined } | undefined> {
+export async function runningServer(socket: string): Promise<{ port: number | undefined; consoleUrl: string | undefined } | undefined> {
   if (!fs.existsSync(socket)) return undefined;
   try {
-    const r = await request<{ port?: number }>(socket, 'GET', '/v1/ping');
-    return { port: typeof r.port === 'number' ? r.port : undefined };
+    const r = await request<{ port?: number; consoleUrl?: string }>(socket, 'GET', '/v1/ping');
+    return { port: typeof r.port === 'number' ? r.port : undefined, consoleUrl: typeof r.consoleUrl === 'string' ? r.consoleUrl : undefined };
   } catch {
     return undefined;
   }

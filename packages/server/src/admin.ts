@@ -36,15 +36,16 @@ export class AdminServer {
     private readonly pricing: Pick<Pricing, 'refresh' | 'price'>,
     private readonly logger: Logger,
     private readonly metrics: Metrics,
-    /** The main listener's port, so the CLI finds the server wherever it listens. */
+    /** The main listener's port, and the console's URL when it is on, so the CLI finds them wherever they listen. */
     private readonly port: () => number | undefined = () => undefined,
+    private readonly consoleUrl: () => string | undefined = () => undefined,
   ) {}
 
   async start(): Promise<void> {
     const app = express();
     app.use(express.json({ limit: '1mb' }));
     app.get('/v1/ping', (_req, res) => {
-      res.json({ ok: true, spanStore: this.spans.kind, port: this.port() });
+      res.json({ ok: true, spanStore: this.spans.kind, port: this.port(), consoleUrl: this.consoleUrl() });
     });
     app.post('/v1/query', async (req, res) => {
       const b = parse(QueryBody, req.body);

@@ -221,7 +221,15 @@ export class IngestServer {
       await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST);
       this.logger.info({ port: this.consolePort, host: c.CONSOLE_HOST }, 'cost console listening at /console/ (token: "trace-ingest console token create")');
     }
-    this.admin = new AdminServer(c.adminSocket, spanStore, pricing, this.logger, this.metrics, () => this.port);
+    this.admin = new AdminServer(
+      c.adminSocket,
+      spanStore,
+      pricing,
+      this.logger,
+      this.metrics,
+      () => this.port,
+      () => (this.consoleHttp === undefined ? undefined : `http://${c.CONSOLE_HOST === '0.0.0.0' ? '127.0.0.1' : c.CONSOLE_HOST}:${this.consolePort}/console/`),
+    );
     try {
       await this.admin.start();
     } catch (e) {

@@ -138,6 +138,12 @@ describe('the CLI refuses what cannot be meant', () => {
     expect(() => resolveWindow({ from: '2026-02-30' })).toThrow(/not a calendar date/);
   });
 
+  it('an org name with a space, naming the argument rather than a --name flag', async () => {
+    const r = await run('orgs', 'create', 'Acme Inc');
+    expect(r.code).not.toBe(0);
+    expect(r.err.trim()).toBe('trace-ingest: the argument <name>: must not contain spaces or control characters');
+  });
+
   it('--json and --csv together', async () => {
     const r = await run('usage', '--org', 'acme', '--json', '--csv');
     expect(r.code).not.toBe(0);

@@ -4,6 +4,7 @@ import { createConsoleToken, listConsoleTokens, revokeConsoleToken } from '../ac
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
 import { printJson, printTable } from '../output.js';
+import { runningServer } from '../span-access.js';
 
 export function registerConsole(program: Command, run: Runner): void {
   const con = program.command('console').description('the read-only cost console (served on CONSOLE_PORT, loopback by default)');
@@ -21,9 +22,15 @@ export function registerConsole(program: Command, run: Runner): void {
         if (o.json === true) printJson(out, t);
         else {
           out.out(t.token);
+          // The running server knows where its console listens; else this process's configuration says.
+          const url =
+            (await runningServer(ctx.config.adminSocket))?.consoleUrl ??
+            (ctx.config.CONSOLE_PORT === undefined
+              ? 'the console (off: start the server with CONSOLE_PORT=4001)'
+              : `http://${ctx.config.CONSOLE_HOST}:${ctx.config.CONSOLE_PORT}/console/`);
           out.err(
             `created console token ${t.prefix}… for ${t.org === '*' ? 'every org' : `org ${t.org}`}; store it now: it cannot be shown again. ` +
-              `Paste it into the console's sign-in form at http://${ctx.config.CONSOLE_HOST}:${ctx.config.CONSOLE_PORT ?? '<CONSOLE_PORT>'}/console/`,
+              `Paste it into the sign-in form of ${url}`,
           );
         }
       }),

@@ -14,7 +14,7 @@ export function registerOrgs(program: Command, run: Runner): void {
     .option('--json', 'print JSON')
     .action((orgName: string, raw: Record<string, unknown>) =>
       run(async (ctx, out) => {
-        const o = parseOptions(z.object({ name, plan: name.optional(), json: z.boolean().optional() }), { ...raw, name: orgName });
+        const o = parseOptions(z.object({ name, plan: name.optional(), json: z.boolean().optional() }), { ...raw, name: orgName }, ['name']);
         const org = await createOrg(ctx, { name: o.name, plan: o.plan });
         if (o.json) printJson(out, org);
         else out.out(`created org ${org.name} on plan ${org.planName}; next: trace-ingest keys create --org ${org.name}`);
@@ -39,7 +39,12 @@ export function registerOrgs(program: Command, run: Runner): void {
       run(async (ctx, out) => {
         const list = await listOrgs(ctx);
         if (raw.json === true) printJson(out, list);
-        else printTable(out, list, ['name', 'plan', 'monthlySpans', 'spansThisMonth', 'rateLimitRps', 'createdAt']);
+        else {
+          printTable(out, list, ['name', 'plan', 'monthlySpans', 'spansThisMonth', 'rateLimitRps', 'createdAt']);
+          // The two months an operator compares: a span started on 30 November and received on 1 December counts
+          // against December's quota and appears in November's usage.
+          out.out('spansThisMonth: spans received this UTC month, as the quota counts them; `usage` counts spans by their start time');
+        }
       }),
     );
 }

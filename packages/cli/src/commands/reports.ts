@@ -39,6 +39,20 @@ export function registerReports(program: Command, run: Runner): void {
   program
     .command('usage')
     .description('spans, tokens and exact cost per dimension for an org, grouped; works while the server runs')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Spans count in the range by their start time (UTC); the quota counts them by the month they were received.',
+        '',
+        'Examples:',
+        '  trace-ingest usage --org acme                          this month, by model',
+        '  trace-ingest usage --org acme --month 2026-10 --by customer --csv > october.csv',
+        '  trace-ingest usage --org acme --from 2026-11-01 --to 2026-11-15 --by day',
+        '',
+        'Environment: DATA_DIR (the server it asks, or the store it opens), CLICKHOUSE_URL, DATABASE_URL, as the server.',
+      ].join('\n'),
+    )
     .requiredOption('--org <org>', 'org name or id')
     .option('--month <YYYY-MM>', 'a UTC calendar month (default: this month)')
     .option('--from <date>', 'start (YYYY-MM-DD UTC or ISO timestamp)')
