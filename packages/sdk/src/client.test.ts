@@ -57,8 +57,23 @@ describe('TraceIngest', () => {
     c.send(trace('t', 2));
     c.startTrace({ name: 'x' }).startSpan({ name: 's' }).end();
     expect(errors.map((e) => e.code)).toEqual(['SDK_NO_API_KEY']);
-    expect(c.getStats()).toMatchObject({ queued: 0, sent: 0 });
+    // Each span not sent is counted.
+    expect(c.getStats()).toMatchObject({ queued: 0, sent: 0, dropped: 3 });
     expect(await c.shutdown()).toBe(true);
+  });
+
+  it('says "connection refused to <url>" at the first failure, once, while it keeps retrying', async () => {
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const { c, errors } = make(url, { retry: { initialDelayMs: 20, maxDelayMs: 40, maxElapsedMs: 60_000 } });
+    c.send(trace('t', 2));
+    await c.flush(300);
+    expect(errors.map((e) => e.code)).toEqual(['SDK_TRANSPORT']);
+    expect(errors[0]?.message.startsWith(`connection refused to ${url} `)).toBe(true);
+    expect(errors[0]?.message).toMatch(/check TRACE_INGEST_URL/);
+    expect(c.getStats().retried).toBeGreaterThan(1);
   });
 
   it('never throws into the application: bad input, a throwing onError, shutdown twice', async () => {

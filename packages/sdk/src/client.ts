@@ -70,7 +70,7 @@ export interface TraceIngestStats {
   inFlight: number;
   /** Spans the server accepted (202). */
   sent: number;
-  /** Spans dropped because the queue was full or the client shut down. */
+  /** Spans dropped because the queue was full, the client shut down, or it has no API key. */
   dropped: number;
   /** Spans given up: refused by the server (400/401/413/quota 429), retries exhausted, or invalid. */
   failed: number;
@@ -168,6 +168,8 @@ export class TraceIngest implements SpanSink {
   private readonly queue: SpanQueue;
   private readonly prepared = new WeakMap<Trace, PreparedTrace>();
   private readonly abort = new AbortController();
+  /** The server could not be reached since the last answer (reported once per such episode). */
+  private unreachable = false;
   private readonly stats: TraceIngestStats = { queued: 0, inFlight: 0, sent: 0, dropped: 0, failed: 0, retried: 0 };
   private pumping: Promise<void> | undefined;
   private interval: ReturnType<typeof setInterval> | undefined;
@@ -305,7 +307,11 @@ export class TraceIngest implements SpanSink {
   }
 
   private enqueue(prepared: PreparedTrace, span: SpanV1, where: string): void {
-    if (this.apiKey === undefined) return;
+    if (this.apiKey === undefined) {
+      // Said once at construction; each span not sent is still counted.
+      this.stats.dropped++;
+      return;
+    }
     if (this.closing !== undefined) {
       this.stats.dropped++;
       return;
@@ -408,6 +414,7 @@ export class TraceIngest implements SpanSink {
         const res = await this.fetchFn(`${this.baseUrl}/ingest`, { method: 'POST', headers, body, signal: req.signal });
         const text = await res.text().catch(() => '');
         verdict = classify(res.status, res.headers.get('retry-after'));
+        this.unreachable = false;
         if (verdict.kind === 'sent') {
           this.stats.sent += batch.spans;
           return;
@@ -420,11 +427,17 @@ export class TraceIngest implements SpanSink {
           return;
         }
         verdict = { kind: 'retry' };
-        last = new TraceIngestError(
-          `could not reach ${this.baseUrl}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`,
-          'SDK_TRANSPORT',
-          batch.spans,
-        );
+        const cause = e instanceof Error && e.cause instanceof Error ? e.cause : e;
+        const code = (cause as { code?: unknown } | null)?.code;
+        const refused = code === 'ECONNREFUSED';
+        const what = refused ? `connection refused to ${this.baseUrl}` : `could not reach ${this.baseUrl}`;
+        last = new TraceIngestError(`${what}: ${cause instanceof Error ? cause.message : String(cause)}`, 'SDK_TRANSPORT', batch.spans);
+        // A wrong URL (nothing listens, or no such host) is said at once; a slow or dropped request is just retried.
+        if ((refused || code === 'ENOTFOUND') && !this.unreachable) {
+          // Said at the first failure, not only when the retries give up: a wrong URL shows at once. Once per outage.
+          this.unreachable = true;
+          this.report(new TraceIngestError(`${what} (check TRACE_INGEST_URL); retrying`, 'SDK_TRANSPORT', 0));
+        }
       } finally {
         req.done();
       }
