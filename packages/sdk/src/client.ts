@@ -29,6 +29,12 @@ export interface TraceIngestOptions {
   apiKey?: string;
   /** Every span that will not be sent, and why. Default: one console.warn per error. */
   onError?: (error: TraceIngestError) => void;
+  /**
+   * Trouble that costs no span yet, said once when it starts: the server
+   * refuses connections or its host is unknown (a wrong URL?) while the
+   * batch is retried. Default: console.warn.
+   */
+  onWarning?: (message: string) => void;
   /** Send as soon as this many spans are queued (default 100)... */
   flushAt?: number;
   /** ...or this many bytes of spans (default 1 MiB)... */
@@ -156,6 +162,7 @@ export class TraceIngest implements SpanSink {
   readonly recordOutputs: boolean;
   private readonly apiKey: string | undefined;
   private readonly onError: (e: TraceIngestError) => void;
+  private readonly onWarning: (message: string) => void;
   private readonly flushAt: number;
   private readonly flushAtBytes: number;
   private readonly maxBodyBytes: number;
@@ -184,6 +191,7 @@ export class TraceIngest implements SpanSink {
     const key = opts.apiKey ?? env['TRACE_INGEST_API_KEY'];
     this.apiKey = key === undefined || key === '' ? undefined : key;
     this.onError = opts.onError ?? defaultOnError;
+    this.onWarning = opts.onWarning ?? ((m) => console.warn(`trace-ingest: ${m}`));
     this.flushAt = Math.max(1, opts.flushAt ?? 100);
     this.flushAtBytes = Math.max(1, opts.flushAtBytes ?? 1024 * 1024);
     this.maxBodyBytes = Math.min(opts.maxBodyBytes ?? LIMITS.bodyBytes, LIMITS.bodyBytes * 64);
@@ -436,7 +444,11 @@ export class TraceIngest implements SpanSink {
         if ((refused || code === 'ENOTFOUND') && !this.unreachable) {
           // Said at the first failure, not only when the retries give up: a wrong URL shows at once. Once per outage.
           this.unreachable = true;
-          this.report(new TraceIngestError(`${what} (check TRACE_INGEST_URL); retrying`, 'SDK_TRANSPORT', 0));
+          try {
+            this.onWarning(`${what} (check TRACE_INGEST_URL); retrying`);
+          } catch {
+            // A warning callback that throws must not reach the application either.
+          }
         }
       } finally {
         req.done();
