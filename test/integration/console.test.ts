@@ -12,6 +12,7 @@ import { runCli } from '@trace-ingest/cli/program';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { countGroups, usageReport, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
+import { usd } from '../../packages/console/src/money.js';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
@@ -101,14 +102,23 @@ async function cells(page: Page, table: string, col: string): Promise<Record<str
   );
 }
 
-async function shown(page: Page, table: string, col: string): Promise<Record<string, string>> {
+/** What a money column shows (rounded for the eye, without its unpriced note) and the exact value in its title. */
+async function shown(page: Page, table: string, col: string): Promise<Record<string, { text: string; title: string }>> {
   return page.$$eval(
     `[data-table="${table}"] tbody tr`,
     (rows, c) =>
-      Object.fromEntries(rows.map((r) => [r.getAttribute('data-key') ?? '', (r.querySelector(`td[data-col="${c}"]`)?.textContent ?? '').replace(/[$,]/g, '')])),
+      Object.fromEntries(
+        rows.map((r) => {
+          const td = r.querySelector(`td[data-col="${c}"]`);
+          return [r.getAttribute('data-key') ?? '', { text: td?.firstChild?.textContent ?? '', title: td?.getAttribute('title') ?? '' }];
+        }),
+      ),
     col,
   );
 }
+
+/** The shown form and title a money cell of `exact` has. */
+const moneyCell = (exact: string) => ({ text: usd(exact), title: `$${exact} (exact)` });
 
 function expectedBy(rows: UsageRow[], total: UsageRow, pick: (r: UsageRow) => string | number): Record<string, string> {
   return Object.fromEntries([...rows.map((r) => [r.group, String(pick(r))]), ['TOTAL', String(pick(total))]]);
@@ -212,10 +222,26 @@ describe('cost console in a real browser (DuckDB)', () => {
     const page = await signedIn();
     const byModel = await usage(ctx, { org: 'acme', from: FROM, to: TO, by: 'model' });
     const total = usageTotals(byModel);
-    expect(await page.textContent('[data-kpi="range-cost"] .kpi-value')).toBe(`$${total.costs.total_cost}`);
+    expect(await page.textContent('[data-kpi="range-cost"] .kpi-value')).toBe(usd(total.costs.total_cost ?? '0'));
+    expect(await page.getAttribute('[data-kpi="range-cost"] .kpi-value', 'title')).toBe(`$${total.costs.total_cost} (exact)`);
     expect((await page.textContent('[data-kpi="range-spans"] .kpi-value'))?.replace(/,/g, '')).toBe(String(total.spans));
     expect(await cells(page, 'overview-models', 'total_cost')).toEqual(expectedBy(byModel, total, (r) => r.costs.total_cost ?? ''));
-    expect(await shown(page, 'overview-models', 'total_cost')).toEqual(expectedBy(byModel, total, (r) => r.costs.total_cost ?? ''));
+    const shownCosts = await shown(page, 'overview-models', 'total_cost');
+    for (const [key, exact] of Object.entries(expectedBy(byModel, total, (r) => r.costs.total_cost ?? ''))) expect(shownCosts[key]).toEqual(moneyCell(exact));
+    // Unpriced spans are said beside the cost, never left as a bare $0.
+    const unpriced = await page.$$eval('[data-table="overview-models"] tbody tr', (rows) =>
+      Object.fromEntries(
+        rows.map((r) => [r.getAttribute('data-key') ?? '', r.querySelector('td[data-col="total_cost"] .unpriced')?.getAttribute('data-unpriced') ?? '0']),
+      ),
+    );
+    expect(unpriced).toEqual(expectedBy(byModel, total, (r) => r.unpricedSpans));
+    expect(unpriced['in-house-llm']).not.toBe('0');
+    expect(await page.textContent('[data-kpi="quota"] .kpi-label')).toMatch(/^Received this month/);
+    expect(await page.textContent('[data-kpi-note="months"]')).toMatch(/by the month they were received; the range above, by their start time/);
+    expect(await page.getAttribute('link[rel="icon"]', 'href')).toMatch(/^data:image\/svg\+xml,/);
+    // The range pickers read and show ISO days, whatever the browser's locale.
+    expect([await page.inputValue('input[name=from]'), await page.inputValue('input[name=to]')]).toEqual([FROM, TO]);
+    expect(await page.getAttribute('input[name=from]', 'type')).toBe('text');
     expect(await cells(page, 'overview-models', 'spans')).toEqual(expectedBy(byModel, total, (r) => r.spans));
 
     // Per day: the chart's table equals the CLI by day.
@@ -320,7 +346,7 @@ describe('cost console in a real browser (DuckDB)', () => {
     const stored = await t.spans("SELECT span_id, CAST(total_cost AS VARCHAR) AS c FROM spans WHERE trace_id = 'agent-run-14'");
     const spanCosts = await cells(page, 'trace-spans', 'cost');
     for (const s of stored) expect(spanCosts[String(s.span_id)]).toBe(formatDecimal(parseDecimal(String(s.c))));
-    expect(await page.textContent('[data-trace-total]')).toBe(`$${byTrace.find((r) => r.group === 'agent-run-14')?.costs.total_cost}`);
+    expect(await page.getAttribute('[data-trace-total]', 'title')).toBe(`$${byTrace.find((r) => r.group === 'agent-run-14')?.costs.total_cost} (exact)`);
     // Bars are placed by start time: the tool call starts after the planning call ends.
     const lefts = await page.$$eval('[data-waterfall] .wf-bar', (bars) =>
       bars.map((b) => parseFloat((b as unknown as { style: { left: string } }).style.left)),
@@ -331,14 +357,39 @@ describe('cost console in a real browser (DuckDB)', () => {
     await page.context().close();
   });
 
-  it('is readable on a phone', async () => {
+  it('is readable on a phone, every cost on screen and whole', async () => {
     const page = await signedIn({ width: 390, height: 844 });
     const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
     expect(overflow).toBeLessThanOrEqual(0);
+    /** Each money cell of the table: inside the viewport, on one line, showing what its title says, rounded. */
+    const costsVisible = async (table: string) => {
+      const cells = await page.$$eval(`[data-table="${table}"] td.money`, (tds) =>
+        tds.map((td) => {
+          const box = td.getBoundingClientRect();
+          const text = (td.firstChild?.textContent ?? '').trim();
+          return {
+            visible: box.width > 0 && box.right <= (globalThis as unknown as { innerWidth: number }).innerWidth + 1,
+            text,
+            value: td.getAttribute('data-value') ?? '',
+            lines: Math.round(box.height / 16),
+          };
+        }),
+      );
+      expect(cells.length).toBeGreaterThan(0);
+      for (const c of cells) expect({ ...c, lines: undefined }).toEqual({ visible: true, text: usd(c.value), value: c.value, lines: undefined });
+    };
+    await costsVisible('overview-models');
     await page.screenshot({ path: path.join(SHOTS, 'overview-phone.png'), fullPage: true });
-    await page.click('[data-nav="customers"]');
-    await page.waitForSelector('[data-page="customers"]');
-    await page.screenshot({ path: path.join(SHOTS, 'customers-phone.png'), fullPage: true });
+    for (const [nav, table] of [
+      ['customers', 'customers'],
+      ['traces', 'traces'],
+      ['models', 'models'],
+    ] as const) {
+      await page.click(`[data-nav="${nav}"]`);
+      await page.waitForSelector(`[data-page="${nav}"]`);
+      await costsVisible(table);
+      await page.screenshot({ path: path.join(SHOTS, `${nav}-phone.png`), fullPage: true });
+    }
     await page.context().close();
   });
 

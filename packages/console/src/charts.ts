@@ -26,7 +26,7 @@ export function stackedBars(
     type: 'bar',
     data: {
       labels: labels.map((d) => d.slice(5)),
-      datasets: series.map((s, i) => ({ label: s.label || '(no model)', data: s.values, backgroundColor: color(i), borderWidth: 0, maxBarThickness: 36 })),
+      datasets: series.map((s, i) => ({ label: s.label || '(none)', data: s.values, backgroundColor: color(i), borderWidth: 0, maxBarThickness: 36 })),
     },
     options: {
       responsive: true,

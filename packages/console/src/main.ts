@@ -99,8 +99,22 @@ async function render(): Promise<void> {
     },
     ...orgs.map((o) => h('option', { value: o.name, selected: o.name === org }, o.name)),
   );
-  const fromInput = h('input', { type: 'date', name: 'from', value: p.from, 'aria-label': 'from' });
-  const toInput = h('input', { type: 'date', name: 'to', value: p.to, 'aria-label': 'to (inclusive)' });
+  // ISO dates whatever the browser's locale (a date input shows 01/10/2026 to some and 10.01.2026 to others).
+  const dateInput = (name: string, value: string, label: string) =>
+    h('input', {
+      type: 'text',
+      name,
+      value,
+      'aria-label': label,
+      placeholder: 'YYYY-MM-DD',
+      pattern: '\\d{4}-\\d{2}-\\d{2}',
+      inputmode: 'numeric',
+      size: 10,
+      required: true,
+      title: 'a UTC day, YYYY-MM-DD',
+    });
+  const fromInput = dateInput('from', p.from, 'from');
+  const toInput = dateInput('to', p.to, 'to (inclusive)');
   const rangeForm = h(
     'form',
     {

@@ -1,6 +1,6 @@
 import { toCsv } from '@trace-ingest/shared/csv';
 import { parseDecimal } from '@trace-ingest/shared/decimal';
-import { download, h, int, usd } from './dom.js';
+import { download, exactUsd, h, int, usd } from './dom.js';
 
 export interface Column<R> {
   key: string;
@@ -11,6 +11,8 @@ export interface Column<R> {
   cell?: (r: R) => Node;
   /** Hidden on narrow screens. */
   minor?: boolean;
+  /** For a money column: spans of the row with no price, shown beside the cost (never a bare $0). */
+  unpriced?: (r: R) => number;
 }
 
 export interface TableSpec<R> {
@@ -67,14 +69,26 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
               : c.kind === 'int' && typeof v === 'number'
                 ? int(v)
                 : String(v);
+        const unpriced = c.unpriced?.(r) ?? 0;
         return h(
           'td',
           {
             'data-col': c.key,
             'data-value': String(v),
-            class: [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.minor === true ? 'minor' : ''].join(' ').trim() || undefined,
+            title: c.kind === 'money' ? exactUsd(String(v)) : undefined,
+            class:
+              [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.kind === 'money' ? 'money' : '', c.minor === true ? 'minor' : '']
+                .filter((x) => x !== '')
+                .join(' ') || undefined,
           },
           content,
+          unpriced > 0
+            ? h(
+                'span',
+                { class: 'unpriced', 'data-unpriced': unpriced, title: `${unpriced} span(s) without a price are counted as $0` },
+                `${int(unpriced)} unpriced`,
+              )
+            : null,
         );
       }),
     );

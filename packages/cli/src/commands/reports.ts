@@ -88,7 +88,8 @@ export function registerReports(program: Command, run: Runner): void {
             return;
           }
           // The CSV's own column names (a subset: the per-unit costs only when some row has one).
-          const csv = [...rows, total].map(usageCsvRow);
+          // Spans without the dimension (no model, no customer) are '(none)', as in the console.
+          const csv = [...rows, total].map(usageCsvRow).map((r) => (r.group === '' ? { ...r, group: '(none)' } : r));
           const units = ['image_cost', 'web_search_cost', 'request_cost'].filter((c) => csv.some((r) => r[c] !== '0'));
           printTable(out, csv, [...TABLE_COLUMNS.slice(0, -1), ...units, 'total_cost']);
         }

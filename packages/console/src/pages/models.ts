@@ -20,10 +20,10 @@ export const models: Page = async ({ org, from, to }) => {
       sort: { key: 'total_cost', desc: true },
       columns: [
         { key: 'model', label: 'Model', kind: 'text', value: (r) => r.group || '(none)' },
-        { key: 'provider', label: 'Provider', kind: 'text', value: (r) => r.subgroup ?? '' },
+        { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
+        { key: 'provider', label: 'Provider', kind: 'text', value: (r) => r.subgroup ?? '', minor: true },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
-        { key: 'unpriced_spans', label: 'Unpriced', kind: 'int', value: (r) => r.unpricedSpans },
-        { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0' },
+        { key: 'unpriced_spans', label: 'Unpriced', kind: 'int', value: (r) => r.unpricedSpans, minor: true },
         { key: 'input_per_mtok', label: 'Input $/1M', kind: 'text', value: (r) => r.price?.inputPerMtok ?? '', minor: true },
         { key: 'output_per_mtok', label: 'Output $/1M', kind: 'text', value: (r) => r.price?.outputPerMtok ?? '', minor: true },
         { key: 'cached_input_per_mtok', label: 'Cached $/1M', kind: 'text', value: (r) => r.price?.cachedInputPerMtok ?? '', minor: true },

@@ -2,7 +2,7 @@ import { usageCsvRow } from '@trace-ingest/shared/csv';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
 import { getJson, type Overview, type UsageRow } from '../api.js';
 import { stackedBars } from '../charts.js';
-import { h, int, usd } from '../dom.js';
+import { exactUsd, h, int, usd } from '../dom.js';
 import { table } from '../table.js';
 import type { Page } from './page.js';
 
@@ -34,16 +34,21 @@ export const overview: Page = async ({ org, from, to }) => {
     h(
       'div',
       { class: 'kpis' },
-      kpi('Cost in range', usd(d.total.costs.total_cost ?? '0'), 'range-cost'),
-      kpi('Spans in range', int(d.total.spans), 'range-spans'),
+      kpi('Cost in range', usd(d.total.costs.total_cost ?? '0'), 'range-cost', exactUsd(d.total.costs.total_cost ?? '0')),
+      kpi('Spans started in range', int(d.total.spans), 'range-spans'),
       kpi('Unpriced spans', int(d.total.unpricedSpans), 'range-unpriced'),
       h(
         'div',
         { class: 'kpi', 'data-kpi': 'quota' },
-        h('div', { class: 'kpi-label' }, `Month to date (${mtd.month}) against quota`),
+        h('div', { class: 'kpi-label' }, `Received this month (${mtd.month}), against the quota`),
         h('div', { class: 'kpi-value' }, `${int(mtd.spansCounted)} / ${mtd.quotaSpans === 0 ? '—' : int(mtd.quotaSpans)} spans`),
         quotaBar,
         h('div', { class: 'muted small' }, `${mtd.quotaUsed === null ? 'no quota' : `${mtd.quotaUsed}% used`} · cost ${usd(mtd.cost)} · plan ${d.org.plan}`),
+        h(
+          'div',
+          { class: 'muted small', 'data-kpi-note': 'months' },
+          'The quota counts spans by the month they were received; the range above, by their start time.',
+        ),
       ),
     ),
     h('section', { class: 'card' }, h('h2', {}, 'Cost per day (USD), by model'), h('div', { class: 'chart' }, costCanvas)),
@@ -57,11 +62,11 @@ export const overview: Page = async ({ org, from, to }) => {
       sort: { key: 'total_cost', desc: true },
       columns: [
         { key: 'group', label: 'Model', kind: 'text', value: (r) => r.group || '(none)' },
+        { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'unpriced_spans', label: 'Unpriced', kind: 'int', value: (r) => r.unpricedSpans, minor: true },
         { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
-        { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0' },
       ],
       csv: { filename: `usage-by-model-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => [...d.rows, d.total].map(usageCsvRow) },
     }),
@@ -103,6 +108,6 @@ export const overview: Page = async ({ org, from, to }) => {
   return { node, mounted: charts };
 };
 
-function kpi(label: string, value: string, name: string): HTMLElement {
-  return h('div', { class: 'kpi', 'data-kpi': name }, h('div', { class: 'kpi-label' }, label), h('div', { class: 'kpi-value' }, value));
+function kpi(label: string, value: string, name: string, title?: string): HTMLElement {
+  return h('div', { class: 'kpi', 'data-kpi': name }, h('div', { class: 'kpi-label' }, label), h('div', { class: 'kpi-value', title }, value));
 }

@@ -1,5 +1,5 @@
 import { getJson, type Trace, type TraceSpan, type Traces, type UsageRow } from '../api.js';
-import { h, int, usd } from '../dom.js';
+import { exactUsd, h, int, usd } from '../dom.js';
 import { table } from '../table.js';
 import type { Page } from './page.js';
 
@@ -18,10 +18,11 @@ export const traces: Page = async ({ org, from, to }) => {
       sort: { key: 'total_cost', desc: true },
       columns: [
         { key: 'trace_id', label: 'Trace', kind: 'node', value: (r) => r.group, cell: (r) => link(r.group) },
+        // Second, so it stays on screen on a phone.
+        { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
-        { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0' },
       ],
       csv: {
         filename: `traces-${d.org.name}-${d.range.from}_${d.range.to}.csv`,
@@ -70,6 +71,8 @@ export const trace: Page = async ({ org, arg }) => {
       ),
     ),
   );
+  // Spans with a model but no price count as $0: say how many, beside the total.
+  const unpricedSpans = d.spans.filter((s) => !s.priced && s.model !== '').length;
   const node = h(
     'div',
     { class: 'page', 'data-page': 'trace' },
@@ -81,7 +84,8 @@ export const trace: Page = async ({ org, arg }) => {
         'p',
         { class: 'muted small' },
         `${d.traceName || 'unnamed'} · customer ${d.customerId || '—'} · started ${d.start} · ${int(d.durationMs)} ms · ${d.spans.length} spans · `,
-        h('strong', { 'data-trace-total': '' }, usd(d.totalCost)),
+        h('strong', { 'data-trace-total': '', title: exactUsd(d.totalCost) }, usd(d.totalCost)),
+        unpricedSpans > 0 ? h('span', { class: 'unpriced', 'data-unpriced': unpricedSpans }, `${int(unpricedSpans)} unpriced`) : null,
       ),
       bars,
     ),
@@ -94,12 +98,12 @@ export const trace: Page = async ({ org, arg }) => {
       columns: [
         { key: 'name', label: 'Span', kind: 'text', value: (s) => s.name },
         { key: 'span_type', label: 'Type', kind: 'text', value: (s) => s.spanType, minor: true },
-        { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model },
+        { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model || '(none)' },
         { key: 'offset_ms', label: 'Start +ms', kind: 'int', value: (s) => s.offsetMs, minor: true },
         { key: 'duration_ms', label: 'ms', kind: 'int', value: (s) => s.durationMs },
         { key: 'input_tokens', label: 'In tokens', kind: 'int', value: (s) => s.inputTokens, minor: true },
         { key: 'output_tokens', label: 'Out tokens', kind: 'int', value: (s) => s.outputTokens, minor: true },
-        { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost },
+        { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost, unpriced: (s) => (!s.priced && s.model !== '' ? 1 : 0) },
       ],
       csv: {
         filename: `trace-${d.traceId}.csv`,
