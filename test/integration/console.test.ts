@@ -71,7 +71,7 @@ function batches() {
       }),
       makeTrace({
         traceId: `batch-${d}`,
-        customer: { id: 'c2' },
+        customer: { id: 'c2', name: 'Globex Ltd' },
         spans: [
           makeSpan({
             spanId: `emb-${d}`,
@@ -277,6 +277,8 @@ describe('cost console in a real browser (DuckDB)', () => {
     expect(await cells(page, 'customers', 'input_tokens')).toEqual(expectedBy(rows, total, (r) => r.tokens.input_tokens));
     expect(await cells(page, 'customers', 'output_tokens')).toEqual(expectedBy(rows, total, (r) => r.tokens.output_tokens));
     expect(await page.$$eval('[data-table="customers"] tbody tr:not(.total) svg.spark polyline', (p) => p.length)).toBe(3);
+    // The names clients sent, beside the ids.
+    expect(await cells(page, 'customers', 'customer_name')).toMatchObject({ c2: 'Globex Ltd', c1: '', 'acme, inc': '' });
 
     // Sorted by cost, largest first; one click on the heading turns it around.
     const order = () => page.$$eval('[data-table="customers"] tbody tr:not(.total)', (trs) => trs.map((r) => r.getAttribute('data-key')));
@@ -341,12 +343,19 @@ describe('cost console in a real browser (DuckDB)', () => {
     const byTrace = await usage(ctx, { org: 'acme', from: FROM, to: TO, by: 'trace' });
     const traceCosts = await cells(page, 'traces', 'total_cost');
     for (const r of byTrace) expect(traceCosts[r.group]).toBe(r.costs.total_cost);
+    // Each trace with its name and customer.
+    expect(await cells(page, 'traces', 'trace_name')).toMatchObject({ 'agent-run-14': 'support agent', 'agent-run-13': 'support agent' });
+    expect(await cells(page, 'traces', 'customer')).toMatchObject({ 'agent-run-14': 'c1', 'agent-run-13': 'acme, inc', 'batch-12': 'c2' });
     await page.click('[data-table="traces"] a:text("agent-run-14")');
     await page.waitForSelector('[data-page="trace"]');
     expect(await page.$$eval('[data-waterfall] li', (li) => li.map((l) => l.getAttribute('data-span')))).toEqual(['root-14', 'plan-14', 'tool-14', 'write-14']);
     const stored = await t.spans("SELECT span_id, CAST(total_cost AS VARCHAR) AS c FROM spans WHERE trace_id = 'agent-run-14'");
     const spanCosts = await cells(page, 'trace-spans', 'cost');
     for (const s of stored) expect(spanCosts[String(s.span_id)]).toBe(formatDecimal(parseDecimal(String(s.c))));
+    // The tokens of every priced bucket are shown, so they account for each span's cost.
+    expect(await cells(page, 'trace-spans', 'cached_input_tokens')).toMatchObject({ 'plan-14': '300' });
+    expect(await cells(page, 'trace-spans', 'cache_write_input_tokens')).toMatchObject({ 'write-14': '500' });
+    expect(Object.keys(await cells(page, 'trace-spans', 'reasoning_tokens'))).toContain('plan-14');
     expect(await page.getAttribute('[data-trace-total]', 'title')).toBe(`$${byTrace.find((r) => r.group === 'agent-run-14')?.costs.total_cost} (exact)`);
     // Bars are placed by start time: the tool call starts after the planning call ends.
     const lefts = await page.$$eval('[data-waterfall] .wf-bar', (bars) =>

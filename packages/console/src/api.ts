@@ -66,6 +66,8 @@ export interface Customers {
   rows: UsageRow[];
   total: UsageRow;
   daily: Record<string, string[]>;
+  /** Customer id → the name clients sent ('' when none). */
+  names: Record<string, string>;
 }
 
 export interface Price {
@@ -94,6 +96,8 @@ export interface Traces {
   rows: UsageRow[];
   count: number;
   total: UsageRow;
+  /** Trace id → its name and customer id. */
+  labels: Record<string, { name: string; customer: string }>;
 }
 
 export interface TraceSpan {
@@ -107,7 +111,10 @@ export interface TraceSpan {
   offsetMs: number;
   durationMs: number;
   inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteInputTokens: number;
   outputTokens: number;
+  reasoningTokens: number;
   totalTokens: number;
   cost: string;
   priced: boolean;

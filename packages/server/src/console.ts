@@ -12,7 +12,7 @@ import type { PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { Pricing } from '@trace-ingest/store/pricing';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import type { ControlStore, Org } from '@trace-ingest/store/control-store-types';
-import { countGroups, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
+import { countGroups, groupLabels, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
 import type { Metrics } from './metrics.js';
@@ -165,7 +165,9 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
       const i = index.get(r.subgroup ?? '');
       if (i !== undefined) series[i] = r.costs.total_cost;
     }
-    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, days: q.days, rows, total: usageTotals(rows), daily });
+    const labels = await groupLabels(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', groups: rows.map((r) => r.group) });
+    const names = Object.fromEntries(Object.entries(labels).map(([id, l]) => [id, l.name]));
+    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, days: q.days, rows, total: usageTotals(rows), daily, names });
   });
 
   api.get('/models', async (req, res) => {
@@ -211,8 +213,9 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
       countGroups(deps.spans, { ...window, by: 'trace' }),
       usageReport(deps.spans, { ...window, by: 'model' }),
     ]);
+    const labels = await groupLabels(deps.spans, { ...window, by: 'trace', groups: rows.map((r) => r.group) });
     // The total of the whole range, not of the traces shown.
-    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, rows, count, total: usageTotals(byModel) });
+    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, rows, count, total: usageTotals(byModel), labels });
   });
 
   api.get('/traces/:traceId', async (req, res) => {
@@ -243,7 +246,10 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
         offsetMs: s.start_time - start,
         durationMs: s.end_time - s.start_time,
         inputTokens: s.input_tokens,
+        cachedInputTokens: s.cached_input_tokens,
+        cacheWriteInputTokens: s.cache_write_input_tokens,
         outputTokens: s.output_tokens,
+        reasoningTokens: s.reasoning_tokens,
         totalTokens: s.total_tokens,
         cost: s.total_cost,
         priced: s.priced,

@@ -65,6 +65,7 @@ export function consoleSchemas(): Record<string, JsonObject> {
       rows: { type: 'array', items: ref('UsageRow'), description: 'By customer, as `usage --by customer`.' },
       total: ref('UsageRow'),
       daily: { type: 'object', additionalProperties: { type: 'array', items: money }, description: 'Customer → cost per day, aligned with `days`.' },
+      names: { type: 'object', additionalProperties: { type: 'string' }, description: "Customer id → the name clients sent for it ('' when none)." },
     }),
     ConsolePrice: obj({
       source: { type: 'string', description: '"catalog:<version>" or "override:<id>"' },
@@ -107,6 +108,11 @@ export function consoleSchemas(): Record<string, JsonObject> {
       rows: { type: 'array', items: ref('UsageRow'), description: 'By trace, most expensive first (at most 200).' },
       count: { ...int, description: 'Traces in the range.' },
       total: ref('UsageRow'),
+      labels: {
+        type: 'object',
+        additionalProperties: obj({ name: { type: 'string' }, customer: { type: 'string' } }),
+        description: 'Trace id → its name and customer id, for the traces in `rows`.',
+      },
     }),
     ConsoleTrace: obj({
       org: ref('ConsoleOrg'),
@@ -130,7 +136,10 @@ export function consoleSchemas(): Record<string, JsonObject> {
           offsetMs: { type: 'integer', description: 'Start, relative to the earliest span of the trace.' },
           durationMs: int,
           inputTokens: int,
+          cachedInputTokens: int,
+          cacheWriteInputTokens: int,
           outputTokens: int,
+          reasoningTokens: int,
           totalTokens: int,
           cost: money,
           priced: { type: 'boolean' },

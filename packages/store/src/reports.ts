@@ -136,6 +136,30 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
   return Number(r?.n ?? 0);
 }
 
+/**
+ * What people call the groups of a report: a trace's name and customer, a
+ * customer's name (the id is what groups; a client may send the name on some
+ * spans only, so any name sent in the range is taken). Limited to `groups`.
+ */
+export async function groupLabels(
+  store: SpanStore,
+  f: Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] },
+): Promise<Record<string, { name: string; customer?: string }>> {
+  if (f.groups.length === 0) return {};
+  const d = reportDialect(store.kind);
+  const { where, params } = filterSql(f);
+  const column = GROUPS[f.by];
+  const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
+  const rows = await store.query(
+    `SELECT ${column} AS g, ${labels} FROM ${d.from} WHERE ${where} AND ${column} IN (${f.groups.map(() => '?').join(', ')}) GROUP BY ${column}`,
+    [...params, ...f.groups],
+  );
+  const out: Record<string, { name: string; customer?: string }> = {};
+  for (const r of rows)
+    out[String(r.g)] = f.by === 'trace' ? { name: String(r.name ?? ''), customer: String(r.customer ?? '') } : { name: String(r.name ?? '') };
+  return out;
+}
+
 /** Every stored column, with decimals and dates as text so they survive either store's driver exactly. */
 function storedColumns(d: ReportDialect): string {
   return SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');

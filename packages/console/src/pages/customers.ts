@@ -19,6 +19,7 @@ export const customers: Page = async ({ org, from, to }) => {
       sort: { key: 'total_cost', desc: true },
       columns: [
         { key: 'group', label: 'Customer', kind: 'text', value: (r) => r.group || '(none)' },
+        { key: 'customer_name', label: 'Name', kind: 'text', value: (r) => d.names[r.group] ?? '', minor: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },

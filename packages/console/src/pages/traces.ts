@@ -20,6 +20,8 @@ export const traces: Page = async ({ org, from, to }) => {
         { key: 'trace_id', label: 'Trace', kind: 'node', value: (r) => r.group, cell: (r) => link(r.group) },
         // Second, so it stays on screen on a phone.
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
+        { key: 'trace_name', label: 'Name', kind: 'text', value: (r) => d.labels[r.group]?.name || '(none)' },
+        { key: 'customer', label: 'Customer', kind: 'text', value: (r) => d.labels[r.group]?.customer || '(none)', minor: true },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
@@ -29,6 +31,8 @@ export const traces: Page = async ({ org, from, to }) => {
         records: () =>
           d.rows.map((r) => ({
             trace_id: r.group,
+            trace_name: d.labels[r.group]?.name ?? '',
+            customer_id: d.labels[r.group]?.customer ?? '',
             spans: r.spans,
             input_tokens: r.tokens.input_tokens ?? 0,
             output_tokens: r.tokens.output_tokens ?? 0,
@@ -101,8 +105,12 @@ export const trace: Page = async ({ org, arg }) => {
         { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model || '(none)' },
         { key: 'offset_ms', label: 'Start +ms', kind: 'int', value: (s) => s.offsetMs, minor: true },
         { key: 'duration_ms', label: 'ms', kind: 'int', value: (s) => s.durationMs },
+        // Every priced bucket, so the tokens shown account for the span's cost.
         { key: 'input_tokens', label: 'In tokens', kind: 'int', value: (s) => s.inputTokens, minor: true },
+        { key: 'cached_input_tokens', label: 'Cached', kind: 'int', value: (s) => s.cachedInputTokens, minor: true },
+        { key: 'cache_write_input_tokens', label: 'Cache write', kind: 'int', value: (s) => s.cacheWriteInputTokens, minor: true },
         { key: 'output_tokens', label: 'Out tokens', kind: 'int', value: (s) => s.outputTokens, minor: true },
+        { key: 'reasoning_tokens', label: 'Reasoning', kind: 'int', value: (s) => s.reasoningTokens, minor: true },
         { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost, unpriced: (s) => (!s.priced && s.model !== '' ? 1 : 0) },
       ],
       csv: {
@@ -118,7 +126,10 @@ export const trace: Page = async ({ org, arg }) => {
             offset_ms: s.offsetMs,
             duration_ms: s.durationMs,
             input_tokens: s.inputTokens,
+            cached_input_tokens: s.cachedInputTokens,
+            cache_write_input_tokens: s.cacheWriteInputTokens,
             output_tokens: s.outputTokens,
+            reasoning_tokens: s.reasoningTokens,
             total_cost: s.cost,
             price_source: s.priceSource,
           })),
