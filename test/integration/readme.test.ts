@@ -12,6 +12,16 @@ const CLI = path.join(ROOT, 'packages/cli/bin/trace-ingest.js');
 const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
 
 describe("the README's own path", () => {
+  it('runs docker compose with the compose file it names, and that file serves the console to the host', () => {
+    const lines = README.split('\n').filter((l) => /docker compose/.test(l));
+    expect(lines.length).toBeGreaterThan(2);
+    for (const l of lines) expect(l).toMatch(/docker compose -f docker\/docker-compose\.yml/);
+    const compose = fs.readFileSync(path.join(ROOT, 'docker/docker-compose.yml'), 'utf8');
+    expect(compose).toMatch(/^\s+CONSOLE_PORT: '4001'$/m);
+    expect(compose).toMatch(/^\s+CONSOLE_HOST: 0\.0\.0\.0$/m);
+    expect(compose).toMatch(/^\s+- '127\.0\.0\.1:4001:4001'$/m);
+  });
+
   it('names only files that exist', () => {
     const named = [
       ...README.matchAll(/(?<![\w/.-])((?:examples|docker|scripts|bench|docs|migrations|packages)\/[\w./-]+\.(?:json|mjs|js|yml|sh|sql|png|ts|md))/g),
