@@ -143,7 +143,12 @@ export class Flusher {
     const segments = await this.log.seal();
     for (const seg of segments) {
       if (this.stopping) return;
-      if (!(await exists(seg.file))) {
+      if (
+        !(await fs.access(seg.file).then(
+          () => true,
+          () => false,
+        ))
+      ) {
         // Removed under the running server: nothing left to store, and nothing to wait for.
         this.metrics.walMissingSegments.inc();
         this.logger.error(
@@ -392,13 +397,4 @@ function splitLines(buf: Buffer): Buffer[] {
   }
   if (start < buf.length) out.push(buf.subarray(start));
   return out;
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await fs.access(file);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT, USAGE_DIMENSIONS } from './fields.js';
 import { mapExportRequest, type OtlpKeyValue, type OtlpSpan } from './otlp-genai.js';
+import { oneSpanRequest } from './otlp/one-span.js';
 import { REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS } from './rows.js';
 import { codePointLength, UsageSchema } from './schema.js';
 
@@ -37,22 +38,10 @@ describe('the one table of field limits', () => {
   });
 
   // Every text the OTLP mapping fills, sent one code point too long: it is cut at the contract's limit, never refused.
-  const tid = Buffer.from('0af7651916cd43dd8448eb211c80319c', 'hex');
-  const T0 = 1_768_478_400_000;
   const s = (key: string, v: string): OtlpKeyValue => ({ key, value: { stringValue: v } });
   const over = (max: number) => 'é'.repeat(max + 1);
   const map = (attributes: OtlpKeyValue[], extra: Partial<OtlpSpan> = {}) => {
-    const span: OtlpSpan = {
-      traceId: tid,
-      spanId: Buffer.from('00f067aa0ba902b7', 'hex'),
-      name: 'op',
-      startTimeUnixNano: `${T0}000000`,
-      endTimeUnixNano: `${T0 + 5}000000`,
-      attributes,
-      ...extra,
-    };
-    const r = mapExportRequest({ resourceSpans: [{ resource: { attributes: [s('service.name', 'svc')] }, scopeSpans: [{ spans: [span] }] }] });
-    const trace = r.traces[0];
+    const trace = mapExportRequest(oneSpanRequest(attributes, extra, [s('service.name', 'svc')])).traces[0];
     if (trace === undefined || trace.spans[0] === undefined) throw new Error('no span mapped');
     return { trace, span: trace.spans[0] };
   };

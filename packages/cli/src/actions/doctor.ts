@@ -42,7 +42,13 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
         : { name: 'server', status: 'warn', detail: `no server answers on port ${port}`, fix: 'start it with "npm start" or "trace-ingest serve"' },
   );
 
-  const storeGone = c.CLICKHOUSE_URL === undefined && serverUp !== 'down' && !(await fileExists(c.duckdbFile));
+  const storeGone =
+    c.CLICKHOUSE_URL === undefined &&
+    serverUp !== 'down' &&
+    !(await fs.access(c.duckdbFile).then(
+      () => true,
+      () => false,
+    ));
   if (storeGone) {
     // Opening it here would make a new empty file at the path and hide the loss from the running server.
     checks.push({
@@ -195,13 +201,4 @@ async function probeServer(url: string, timeoutMs: number): Promise<'ready' | 'n
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
-}
-
-async function fileExists(file: string): Promise<boolean> {
-  try {
-    await fs.access(file);
-    return true;
-  } catch {
-    return false;
-  }
 }

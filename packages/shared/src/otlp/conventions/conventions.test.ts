@@ -1,20 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { mapExportRequest, type OtlpKeyValue } from '../../otlp-genai.js';
+import { oneSpanRequest } from '../one-span.js';
 import { CONVENTIONS } from './index.js';
 
-const tid = Buffer.from('0af7651916cd43dd8448eb211c80319c', 'hex');
-const T0 = 1_768_478_400_000;
-
 function mapped(attributes: OtlpKeyValue[]) {
-  const span = {
-    traceId: tid,
-    spanId: Buffer.from('00f067aa0ba902b7', 'hex'),
-    name: 'op',
-    startTimeUnixNano: `${T0}000000`,
-    endTimeUnixNano: `${T0 + 5}000000`,
-    attributes,
-  };
-  const sp = mapExportRequest({ resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] }).traces[0]?.spans[0];
+  const sp = mapExportRequest(oneSpanRequest(attributes)).traces[0]?.spans[0];
   if (sp === undefined) throw new Error('no span mapped');
   return sp;
 }
