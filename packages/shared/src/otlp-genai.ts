@@ -6,10 +6,13 @@ import { attrs, slotOf, type Attrs } from './otlp/attrs.js';
 import {
   CONSUMED,
   CONVENTIONS,
+  CUSTOMER_KEYS,
   INPUT_TEXT_KEYS,
   MODEL_KEYS,
   OUTPUT_TEXT_KEYS,
   PROVIDER_KEYS,
+  SESSION_KEYS,
+  TRACE_NAME_KEYS,
   TTFT_KEYS,
   USAGE_KEYS,
   USAGE_KEY_SET,
@@ -49,6 +52,8 @@ export { anyValueToJs, int64ToNumber, nanosToMillis } from './otlp/any-value.js'
 export { cutCodePoints, DROPPED_KEY, TRUNCATED_KEY } from './otlp/limits.js';
 
 const MAX_REASONS = 5;
+/** Customer and session attributes of the families: read into the trace's fields, so not repeated in metadata. */
+const IDENTITY_KEYS: ReadonlySet<string> = new Set([...CUSTOMER_KEYS, ...SESSION_KEYS]);
 const STATUS_ERROR = 2;
 
 for (const k of ['service.name', 'exception.message', 'exception.type', ...DEFAULT_OTLP_MAPPING.customerAttributes, ...DEFAULT_OTLP_MAPPING.sessionAttributes])
@@ -157,6 +162,8 @@ interface SpanOutcome {
   agentName?: string;
   session?: string;
   customer?: string;
+  /** A name set for the trace by an attribute (langfuse.trace.name, ai.telemetry.functionId). */
+  traceName?: string;
   isRoot: boolean;
 }
 
@@ -215,7 +222,8 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   const meta = new MetadataBuilder(1);
   for (const kv of a.list) {
     const k = kv.key;
-    if (typeof k !== 'string' || CONSUMED.has(k) || INDEXED.test(k) || opts.customerAttributes.includes(k) || opts.sessionAttributes.includes(k)) continue;
+    if (typeof k !== 'string' || CONSUMED.has(k) || INDEXED.test(k) || IDENTITY_KEYS.has(k)) continue;
+    if (opts.customerAttributes.includes(k) || opts.sessionAttributes.includes(k)) continue;
     if (!wrapper && USAGE_KEY_SET.has(k)) continue;
     meta.add(k, anyValueToText(kv.value));
   }
@@ -225,10 +233,13 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   const out: SpanOutcome = { span, traceId, isRoot: span.parentSpanId === undefined };
   const agent = a.str('gen_ai.agent.name');
   if (agent !== undefined) out.agentName = agent;
-  const session = a.first(opts.sessionAttributes) ?? resource.first(opts.sessionAttributes);
+  // The configured names first (span, then resource), then those of the instrumentation families.
+  const session = a.first(opts.sessionAttributes) ?? resource.first(opts.sessionAttributes) ?? a.first(SESSION_KEYS) ?? resource.first(SESSION_KEYS);
   if (session !== undefined) out.session = session;
-  const customer = a.first(opts.customerAttributes) ?? resource.first(opts.customerAttributes);
+  const customer = a.first(opts.customerAttributes) ?? resource.first(opts.customerAttributes) ?? a.first(CUSTOMER_KEYS) ?? resource.first(CUSTOMER_KEYS);
   if (customer !== undefined) out.customer = customer;
+  const traceName = a.first(TRACE_NAME_KEYS);
+  if (traceName !== undefined) out.traceName = traceName;
   return out;
 }
 
@@ -251,6 +262,7 @@ interface Group {
   agentName?: string;
   session?: string;
   customer?: string;
+  traceName?: string;
 }
 
 /**
@@ -292,6 +304,7 @@ export function mapExportRequest(req: OtlpExportRequest, opts: OtlpMappingOption
         g.agentName ??= r.agentName;
         g.session ??= r.session;
         g.customer ??= r.customer;
+        g.traceName ??= r.traceName;
       }
     }
   }
@@ -299,7 +312,8 @@ export function mapExportRequest(req: OtlpExportRequest, opts: OtlpMappingOption
   const traces: Trace[] = [];
   for (const g of groups) {
     const truncated: string[] = [];
-    const name = rootNames.get(g.traceId) || g.resource.str('service.name') || 'unknown_service';
+    // A name set for the trace wins over the root span's name, which wins over the service's.
+    const name = g.traceName || rootNames.get(g.traceId) || g.resource.str('service.name') || 'unknown_service';
     const base: Omit<Trace, 'spans'> = { traceId: g.traceId, traceName: fit(name, TRACE_TEXT.traceName[1], 'traceName', truncated) };
     if (g.agentName !== undefined) base.agentName = fit(g.agentName, TRACE_TEXT.agentName[1], 'agentName', truncated);
     if (g.session !== undefined) base.sessionId = fit(g.session, TRACE_TEXT.sessionId[1], 'sessionId', truncated);

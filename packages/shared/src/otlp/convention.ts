@@ -20,6 +20,11 @@ export interface Convention {
   inputText?: readonly string[];
   outputText?: readonly string[];
   ttft?: readonly string[];
+  /** Attributes naming the trace's customer and session, read after the configured ones (OTLP_*_ATTRIBUTES). */
+  customer?: readonly string[];
+  session?: readonly string[];
+  /** Attributes naming the trace, on any of its spans; they win over the root span's name. */
+  traceName?: readonly string[];
   /** Other attributes read into a column (so left out of metadata), e.g. the span kind. */
   consumed?: readonly string[];
   /** Attributes read by a rule below without becoming a column. */

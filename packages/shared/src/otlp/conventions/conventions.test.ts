@@ -43,6 +43,47 @@ describe.each(CONVENTIONS.map((c) => [c.name, c] as const))('the %s family, as r
   });
 });
 
+function mappedTrace(attributes: OtlpKeyValue[]) {
+  const trace = mapExportRequest(oneSpanRequest(attributes)).traces[0];
+  if (trace === undefined) throw new Error('no trace mapped');
+  return trace;
+}
+
+describe.each(CONVENTIONS.map((c) => [c.name, c] as const))('the %s family: trace fields', (_name, c) => {
+  it('reads its customer, session and trace-name attributes into the trace, not into metadata', () => {
+    for (const k of c.customer ?? []) {
+      const t = mappedTrace([s(k, 'cust-9')]);
+      expect(t.customer?.id, k).toBe('cust-9');
+      expect(t.spans[0]?.metadata, k).toBeUndefined();
+    }
+    for (const k of c.session ?? []) expect(mappedTrace([s(k, 'sess-9')]).sessionId, k).toBe('sess-9');
+    // A trace name set by attribute wins over the root span's name.
+    for (const k of c.traceName ?? []) expect(mappedTrace([s(k, 'named')]).traceName, k).toBe('named');
+  });
+});
+
+describe('wrapper spans: the summed usage of their children is kept in metadata, unpriced', () => {
+  const usage = [n('gen_ai.usage.input_tokens', 1000), n('gen_ai.usage.output_tokens', 100)];
+  it.each<[string, OtlpKeyValue[]]>([
+    ['a semconv invoke_agent span', [s('gen_ai.operation.name', 'invoke_agent'), ...usage]],
+    ['an OpenInference CHAIN span', [s('openinference.span.kind', 'CHAIN'), n('llm.token_count.prompt', 1000), n('llm.token_count.completion', 100)]],
+    ['an OpenInference AGENT span', [s('openinference.span.kind', 'AGENT'), n('llm.token_count.prompt', 1000)]],
+    ['an OpenLLMetry workflow span (LangChain chain)', [s('traceloop.span.kind', 'workflow'), ...usage]],
+    ['an OpenLLMetry agent span', [s('traceloop.span.kind', 'agent'), ...usage]],
+    ['the Vercel AI SDK outer span', [s('ai.operationId', 'ai.generateText'), n('ai.usage.inputTokens', 1000)]],
+  ])('%s', (_what, attributes) => {
+    const sp = mapped(attributes);
+    expect(sp.usage).toBeUndefined();
+    expect(Object.keys(sp.metadata ?? {}).some((k) => /token/i.test(k))).toBe(true);
+  });
+
+  it('while the model calls themselves are priced as usual', () => {
+    expect(mapped([s('gen_ai.operation.name', 'chat'), ...usage]).usage).toMatchObject({ inputTokens: 1000, outputTokens: 100 });
+    expect(mapped([s('openinference.span.kind', 'LLM'), n('llm.token_count.prompt', 1000)]).usage).toMatchObject({ inputTokens: 1000 });
+    expect(mapped([s('traceloop.span.kind', 'llm'), ...usage]).usage).toMatchObject({ inputTokens: 1000 });
+  });
+});
+
 describe('the registry', () => {
   it('has one family per name', () => {
     expect(new Set(CONVENTIONS.map((c) => c.name)).size).toBe(CONVENTIONS.length);

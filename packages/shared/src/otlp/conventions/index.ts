@@ -1,12 +1,13 @@
 import { slotOf } from '../attrs.js';
 import type { Convention, UsageCount } from '../convention.js';
+import { langfuse } from './langfuse.js';
 import { openinference } from './openinference.js';
 import { openllmetry } from './openllmetry.js';
 import { semconv } from './semconv.js';
 import { vercel } from './vercel.js';
 
 /** The instrumentation families, in order of precedence. */
-export const CONVENTIONS: readonly Convention[] = [semconv, openinference, vercel, openllmetry];
+export const CONVENTIONS: readonly Convention[] = [semconv, openinference, vercel, openllmetry, langfuse];
 
 const all = (pick: (c: Convention) => readonly string[] | undefined): string[] => CONVENTIONS.flatMap((c) => pick(c) ?? []);
 
@@ -24,6 +25,11 @@ export const USAGE_KEYS: Record<UsageCount, string[]> = {
   reasoning: all((c) => c.usage?.reasoning),
   total: all((c) => c.usage?.total),
 };
+/** The customer, session and trace-name attributes the families define, read after the configured ones. */
+export const CUSTOMER_KEYS = all((c) => c.customer);
+export const SESSION_KEYS = all((c) => c.session);
+export const TRACE_NAME_KEYS = all((c) => c.traceName);
+
 /** Every usage attribute name: left out of metadata unless the span is a wrapper (its counts are kept there). */
 export const USAGE_KEY_SET: ReadonlySet<string> = new Set(Object.values(USAGE_KEYS).flat());
 
@@ -34,7 +40,8 @@ export const CONSUMED: ReadonlySet<string> = new Set([
   ...INPUT_TEXT_KEYS,
   ...OUTPUT_TEXT_KEYS,
   ...TTFT_KEYS,
+  ...TRACE_NAME_KEYS,
   ...all((c) => c.consumed),
 ]);
 
-for (const k of [...CONSUMED, ...USAGE_KEY_SET, ...all((c) => c.reads)]) slotOf(k);
+for (const k of [...CONSUMED, ...USAGE_KEY_SET, ...CUSTOMER_KEYS, ...SESSION_KEYS, ...all((c) => c.reads)]) slotOf(k);

@@ -20,6 +20,13 @@ export const openinference: Convention = {
   inputText: ['input.value'],
   outputText: ['output.value'],
   consumed: ['openinference.span.kind'],
+  customer: ['user.id'],
+  session: ['session.id'],
+  // CHAIN and AGENT spans sum the LLM spans under them.
+  isWrapper(a) {
+    const kind = a.str('openinference.span.kind')?.toUpperCase();
+    return kind === 'CHAIN' || kind === 'AGENT';
+  },
   spanType(a) {
     const kind = a.str('openinference.span.kind');
     return kind === undefined ? undefined : (SPAN_KINDS[kind.toUpperCase()] ?? 'other');

@@ -10,4 +10,12 @@ export const openllmetry: Convention = {
   name: 'openllmetry',
   inputText: ['gen_ai.prompt'],
   outputText: ['gen_ai.completion'],
+  // Association properties set with Traceloop.setAssociationProperties({ user_id, customer_id, session_id }).
+  customer: ['traceloop.association.properties.user_id', 'traceloop.association.properties.customer_id'],
+  session: ['traceloop.association.properties.session_id'],
+  // LangChain / LangGraph chains and agents (workflow, task, agent spans) sum the LLM spans under them.
+  isWrapper(a) {
+    const kind = a.str('traceloop.span.kind');
+    return kind === 'workflow' || kind === 'task' || kind === 'agent';
+  },
 };

@@ -38,4 +38,6 @@ export const semconv: Convention = {
     const op = a.str('gen_ai.operation.name');
     return op === undefined ? undefined : (OPERATION_TYPES[op] ?? 'other');
   },
+  // An agent invocation that reports usage reports its model calls' sum (the calls are spans of their own).
+  isWrapper: (a) => a.str('gen_ai.operation.name') === 'invoke_agent',
 };

@@ -34,6 +34,9 @@ export const vercel: Convention = {
   outputText: ['ai.response.text', 'ai.response.object'],
   ttft: ['ai.response.msToFirstChunk', 'ai.stream.msToFirstChunk'],
   reads: ['ai.operationId'],
+  customer: ['ai.telemetry.metadata.userId'],
+  session: ['ai.telemetry.metadata.sessionId'],
+  traceName: ['ai.telemetry.functionId'],
   spanType(a) {
     const op = a.str('ai.operationId');
     if (op === undefined) return undefined;
