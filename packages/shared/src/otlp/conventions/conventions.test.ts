@@ -84,6 +84,28 @@ describe('wrapper spans: the summed usage of their children is kept in metadata,
   });
 });
 
+describe('token buckets as each library sends them', () => {
+  it('the Vercel AI SDK 6: cache writes and reads from inputTokenDetails, taken out of the input they are part of', () => {
+    const sp = mapped([
+      s('ai.operationId', 'ai.generateText.doGenerate'),
+      n('ai.usage.inputTokens', 5000),
+      n('ai.usage.inputTokenDetails.noCacheTokens', 1000),
+      n('ai.usage.inputTokenDetails.cacheReadTokens', 3000),
+      n('ai.usage.inputTokenDetails.cacheWriteTokens', 1000),
+      n('ai.usage.outputTokens', 800),
+      n('ai.usage.outputTokenDetails.reasoningTokens', 300),
+    ]);
+    expect(sp.usage).toEqual({
+      inputTokens: 1000,
+      cachedInputTokens: 3000,
+      cacheWriteInputTokens: 1000,
+      outputTokens: 500,
+      reasoningTokens: 300,
+      totalTokens: 5800,
+    });
+  });
+});
+
 describe('the registry', () => {
   it('has one family per name', () => {
     expect(new Set(CONVENTIONS.map((c) => c.name)).size).toBe(CONVENTIONS.length);

@@ -26,8 +26,10 @@ export const vercel: Convention = {
   usage: {
     input: ['ai.usage.inputTokens', 'ai.usage.promptTokens'],
     output: ['ai.usage.outputTokens', 'ai.usage.completionTokens'],
-    cacheRead: ['ai.usage.cachedInputTokens'],
-    reasoning: ['ai.usage.reasoningTokens'],
+    // AI SDK 6 details the input (noCacheTokens + cacheReadTokens + cacheWriteTokens = inputTokens) and the output.
+    cacheRead: ['ai.usage.cachedInputTokens', 'ai.usage.inputTokenDetails.cacheReadTokens'],
+    cacheWrite: ['ai.usage.inputTokenDetails.cacheWriteTokens'],
+    reasoning: ['ai.usage.reasoningTokens', 'ai.usage.outputTokenDetails.reasoningTokens'],
     total: ['ai.usage.totalTokens'],
   },
   inputText: ['ai.prompt.messages', 'ai.prompt'],
