@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
-import type { SpanStore } from '@trace-ingest/store/span-store';
+import type { CostChange, SpanStore } from '@trace-ingest/store/span-store';
 import { makeBulkPayload } from '../../../test/factories.js';
 import { Flusher, splitRecord, splitRows } from './flusher.js';
 import { Metrics } from './metrics.js';
@@ -24,6 +24,7 @@ function batch(traces: number, spans: number): { buf: Buffer; rows: number } {
 /** Fails the first `failures` inserts as a store outage would, then passes through to the real store. */
 class OutageStore implements SpanStore {
   readonly kind = 'duckdb';
+  readonly rollups = true;
   attempts = 0;
   constructor(
     private readonly inner: SpanStore,
@@ -49,6 +50,9 @@ class OutageStore implements SpanStore {
   }
   replaceLines(lines: Buffer, rows: number) {
     return this.inner.replaceLines(lines, rows);
+  }
+  updateCosts(changes: readonly CostChange[]) {
+    return this.inner.updateCosts(changes);
   }
   async insertLines(lines: Buffer, rows: number): Promise<void> {
     this.attempts++;

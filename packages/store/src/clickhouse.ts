@@ -5,7 +5,18 @@ import { unquoteCosts } from './clickhouse-lines.js';
 import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickhouse-migrations.js';
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
-import { chunksOf, ReadOnlyQueryError, SpanStoreRejectedError, SpanStoreSchemaError, type Lines, type QueryRow, type SpanStore } from './span-store.js';
+import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
+import { reportDialect, storedToRow } from './reports.js';
+import {
+  chunksOf,
+  type CostChange,
+  ReadOnlyQueryError,
+  SpanStoreRejectedError,
+  SpanStoreSchemaError,
+  type Lines,
+  type QueryRow,
+  type SpanStore,
+} from './span-store.js';
 
 // The parts, for callers that need one of them (tests, tools).
 export { bindParams, quoteIdentifier, quoteString, sqlLiteral } from './clickhouse-sql.js';
@@ -29,6 +40,8 @@ interface Endpoint {
   database: string;
 }
 
+const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
+
 function parseUrl(raw: string): Endpoint {
   const u = new URL(raw);
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`CLICKHOUSE_URL must be http(s)://, got ${u.protocol}`);
@@ -45,6 +58,7 @@ function parseUrl(raw: string): Endpoint {
  */
 export class ClickHouseSpanStore implements SpanStore {
   readonly kind = 'clickhouse';
+  readonly rollups = false;
   readonly database: string;
   private readonly endpoint: Endpoint;
   private client: ClickHouseClient | undefined;
@@ -142,6 +156,35 @@ export class ClickHouseSpanStore implements SpanStore {
   async replaceLines(lines: Lines, rowCount: number): Promise<void> {
     // The replacement rows carry a newer received_at, ReplacingMergeTree's version column.
     return this.insertLines(lines, rowCount);
+  }
+
+  /** Costs change by writing the whole row again with a newer received_at (ReplacingMergeTree keeps it). */
+  async updateCosts(changes: readonly CostChange[]): Promise<void> {
+    if (changes.length === 0) return;
+    const byKey = new Map(changes.map((c) => [spanKey(c), c]));
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const c of changes) {
+      lo = Math.min(lo, c.start_time);
+      hi = Math.max(hi, c.start_time);
+    }
+    const d = reportDialect('clickhouse');
+    const columns = SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
+    const keys = changes.map(() => '(?, ?, ?)').join(', ');
+    const stored = await this.query(
+      `SELECT ${columns} FROM spans FINAL WHERE start_time >= ? AND start_time <= ? AND (org_id, trace_id, span_id) IN (${keys})`,
+      [lo, hi, ...changes.flatMap((c) => [c.org_id, c.trace_id, c.span_id])],
+    );
+    const now = Date.now();
+    const lines: string[] = [];
+    for (const r of stored) {
+      const row = storedToRow(r);
+      const c = byKey.get(spanKey(row));
+      if (c === undefined) continue;
+      const { org_id: _o, trace_id: _t, span_id: _s, start_time: _st, ...costs } = c;
+      lines.push(encodeRow({ ...row, ...costs, received_at: Math.max(now, row.received_at + 1) }));
+    }
+    await this.insertLines(Buffer.from(lines.join('\n') + '\n'), lines.length);
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {

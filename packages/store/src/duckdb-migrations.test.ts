@@ -68,13 +68,20 @@ describe('DuckDB schema migrations', () => {
     // Back to the state the older release left: the schema of 0001 (with its index) and rows, no version table.
     const [first] = await loadDuckDbMigrations();
     await raw(file, async (c) => {
-      await c.run('DROP TABLE schema_migrations');
+      await c.run('CREATE TABLE old_rows AS SELECT * EXCLUDE (trace_metadata, span_metadata) FROM spans');
+      for (const t of ['spans', 'usage_daily', 'traces', 'schema_migrations']) await c.run(`DROP TABLE ${t}`);
       for (const stmt of first?.statements ?? []) await c.run(stmt);
+      await c.run('INSERT INTO spans BY NAME SELECT * FROM old_rows');
+      await c.run('DROP TABLE old_rows');
       expect(await all(c, "SELECT index_name FROM duckdb_indexes() WHERE index_name = 'spans_org_day_idx'")).toHaveLength(1);
     });
     const again = await open(file);
     const after = lines(2, 5, 'org_b');
     await again.insertLines(after.buf, after.rows);
+    expect(Number((await again.query('SELECT count(*)::INTEGER AS n FROM spans'))[0]?.n)).toBe(before.rows + after.rows);
+    // The rollups start from the rows stored before the upgrade, and the re-sent rows are not stored twice.
+    await again.insertLines(before.buf, before.rows);
+    expect(Number((await again.query('SELECT sum(spans)::INTEGER AS n FROM usage_daily'))[0]?.n)).toBe(before.rows + after.rows);
     expect(Number((await again.query('SELECT count(*)::INTEGER AS n FROM spans'))[0]?.n)).toBe(before.rows + after.rows);
     await again.close();
     await raw(file, async (c) => {

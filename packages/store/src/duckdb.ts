@@ -1,7 +1,20 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
-import { SPAN_COLUMNS } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, SPAN_COLUMNS, type ColumnKind } from '@trace-ingest/shared/rows';
+import {
+  candidateSql,
+  candidateValueSql,
+  dailyDeltaSql,
+  DAILY_KEYS,
+  DUCKDB_ROLLUP,
+  MEASURES,
+  TRACE_EXTRA,
+  TRACE_FIELDS,
+  TRACE_KEYS,
+  TRACE_WINDOW_DAYS,
+  traceDeltaSql,
+} from '@trace-ingest/shared/rollups';
 import { applyDuckDbMigrations, DUCKDB_TYPES, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import {
   chunksOf,
@@ -9,6 +22,7 @@ import {
   SpanStoreFileError,
   SpanStoreRejectedError,
   SpanStoreSchemaError,
+  type CostChange,
   type Lines,
   type QueryRow,
   type SpanStore,
@@ -22,10 +36,31 @@ const CATALOG = 'spans_store';
 const ROW_GROUP_ROWS = 8192;
 
 const COLUMN_LIST = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
-const READ_JSON_COLUMNS = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
+function readJsonColumns(columns: readonly (readonly [string, ColumnKind])[]): string {
+  return `{${columns.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
+}
 
-// A plain INSERT that met a span already stored, or the same span twice in its batch.
-const DUPLICATE_KEY = /^Constraint Error: (Duplicate key .* violates primary key constraint|PRIMARY KEY or UNIQUE constraint violation)/;
+/** What a cost change carries: the span's identity, its start time (to find it by row-group min/max) and its new costs. */
+const COST_CHANGE_COLUMNS: readonly (readonly [string, ColumnKind])[] = [
+  ['org_id', 'string'],
+  ['trace_id', 'string'],
+  ['span_id', 'string'],
+  ['start_time', 'int'],
+  ...COST_COLUMNS.map((c) => [c, 'decimal'] as const),
+  ['priced', 'bool'],
+  ['price_source', 'string'],
+];
+
+const DAY_MS = 86_400_000;
+const dayStartMs = (day: string): number => Date.parse(`${day}T00:00:00Z`);
+const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+interface BatchRange {
+  lo: number;
+  hi: number;
+  dayLo: string;
+  dayHi: string;
+}
 
 // Error classes DuckDB raises when the data itself is wrong (retrying cannot help)...
 const REJECTED = /^(Conversion Error|Invalid Input Error|Constraint Error|Binder Error|Out of Range Error)/;
@@ -45,6 +80,8 @@ export interface DuckDbSpanStoreOptions {
   logger?: DuckDbMigrationLogger | undefined;
   /** The migrations folder (default: the shipped `migrations/duckdb/`); tests give their own. */
   migrationsDir?: URL | undefined;
+  /** Partial rollup rows written before they are folded into one per key (default 20,000). */
+  compactRows?: number | undefined;
 }
 
 /**
@@ -55,13 +92,17 @@ export interface DuckDbSpanStoreOptions {
  */
 export class DuckDbSpanStore implements SpanStore {
   readonly kind = 'duckdb';
+  readonly rollups = true;
   private instance: DuckDBInstance | undefined;
   private writer: DuckDBConnection | undefined;
   private reader: DuckDBConnection | undefined;
   private readonly tmpDir: string;
   private seq = 0;
-  /** The last insert met spans already stored: the next one goes straight to INSERT OR IGNORE. */
-  private conflicts = false;
+  /** UTC days whose rollup rows were written since the last compaction. */
+  private readonly touched = new Set<string>();
+  /** Partial rollup rows written since the last compaction. */
+  private deltaRows = 0;
+  private readonly compactRows: number;
   /** Device and inode of the file opened at start: the path must still lead to it. */
   private identity: string | undefined;
   /** Set while the file is gone from the path. */
@@ -70,6 +111,7 @@ export class DuckDbSpanStore implements SpanStore {
 
   constructor(private readonly opts: DuckDbSpanStoreOptions) {
     this.tmpDir = opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp');
+    this.compactRows = opts.compactRows ?? 20_000;
   }
 
   async start(): Promise<void> {
@@ -169,29 +211,32 @@ export class DuckDbSpanStore implements SpanStore {
   }
 
   /**
-   * A plain INSERT first: DuckDB's ON CONFLICT path cost 98 against 63 us CPU
-   * per small row when nothing conflicts, which is nearly always (a span is
-   * seen twice only when a client re-sends it or the write log is replayed).
-   * A duplicate fails the whole statement, which then runs again as INSERT OR
-   * IGNORE: the same rows end up stored either way. While inserts keep
-   * meeting duplicates, they go straight to INSERT OR IGNORE.
+   * Stores rows once each and adds them to the rollups, in one transaction.
+   * There is no index to keep: a span is stored already when a stored span
+   * with its (org_id, trace_id, span_id) starts within the batch's own
+   * start-time range, which DuckDB reads by row-group min/max, so the check
+   * costs what the spans of that range cost, not the table. Duplicates are a
+   * client re-sending a span (same start time) or the write log replayed.
    */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
     await this.checkFile();
-    await this.withLoadFile(lines, async (source) => {
-      if (!this.conflicts) {
-        try {
-          await this.run(`INSERT INTO spans (${COLUMN_LIST}) ${source}`);
-          return;
-        } catch (e) {
-          if (!(e instanceof SpanStoreRejectedError && DUPLICATE_KEY.test(e.message))) throw e;
-        }
-      }
-      const changed = await this.run(`INSERT OR IGNORE INTO spans (${COLUMN_LIST}) ${source}`);
-      this.conflicts = changed < rowCount;
-    });
+    await this.withLoadFile(lines, (source) =>
+      this.transaction(async () => {
+        await this.run(
+          `CREATE OR REPLACE TEMP TABLE ti_batch AS ${source} QUALIFY row_number() OVER (PARTITION BY org_id, trace_id, span_id ORDER BY received_at) = 1`,
+        );
+        const range = await this.batchRange();
+        if (range === undefined) return;
+        await this.run(
+          `DELETE FROM ti_batch USING spans s WHERE s.start_time BETWEEN ${range.lo} AND ${range.hi} ` +
+            'AND s.org_id = ti_batch.org_id AND s.trace_id = ti_batch.trace_id AND s.span_id = ti_batch.span_id',
+        );
+        await this.addBatch(range);
+      }),
+    );
     await this.confirmFile();
+    await this.compactIfDue();
   }
 
   /** After a write: the rows went into the file at the path, not into one removed or replaced meanwhile. */
@@ -201,25 +246,197 @@ export class DuckDbSpanStore implements SpanStore {
     }
   }
 
+  /** Rows that replace the stored rows of the same spans: their old share of the rollups is taken back first. */
   async replaceLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
     await this.checkFile();
-    await this.withLoadFile(lines, async (source) => {
-      await this.run(`INSERT OR REPLACE INTO spans (${COLUMN_LIST}) ${source}`);
-    });
+    await this.withLoadFile(lines, (source) =>
+      this.transaction(async () => {
+        await this.run(
+          `CREATE OR REPLACE TEMP TABLE ti_batch AS ${source} QUALIFY row_number() OVER (PARTITION BY org_id, trace_id, span_id ORDER BY received_at DESC) = 1`,
+        );
+        const range = await this.batchRange();
+        if (range === undefined) return;
+        const stored =
+          `start_time BETWEEN ${range.lo} AND ${range.hi} AND EXISTS (SELECT 1 FROM ti_batch b ` +
+          'WHERE b.org_id = spans.org_id AND b.trace_id = spans.trace_id AND b.span_id = spans.span_id)';
+        await this.takeBack(stored);
+        await this.run(`DELETE FROM spans WHERE ${stored}`);
+        await this.addBatch(range);
+      }),
+    );
     await this.confirmFile();
+    await this.compactIfDue();
+  }
+
+  /** New costs for stored spans: only the cost columns are rewritten, and the rollups move by the difference. */
+  async updateCosts(changes: readonly CostChange[]): Promise<void> {
+    if (changes.length === 0) return;
+    await this.checkFile();
+    const lines = changes.map((c) => JSON.stringify(c)).join('\n') + '\n';
+    await this.withLoadFile(
+      Buffer.from(lines),
+      (source) =>
+        this.transaction(async () => {
+          await this.run(`CREATE OR REPLACE TEMP TABLE ti_costs AS ${source}`);
+          const [r] = await this.rows('SELECT min(start_time) AS lo, max(start_time) AS hi FROM ti_costs');
+          const match = 'c.org_id = spans.org_id AND c.trace_id = spans.trace_id AND c.span_id = spans.span_id';
+          const stored = `start_time BETWEEN ${Number(r?.lo)} AND ${Number(r?.hi)} AND EXISTS (SELECT 1 FROM ti_costs c WHERE ${match})`;
+          await this.takeBack(stored);
+          await this.run(
+            `UPDATE spans SET ${[...COST_COLUMNS, 'priced', 'price_source'].map((k) => `${k} = c.${k}`).join(', ')} FROM ti_costs c ` +
+              `WHERE spans.start_time BETWEEN ${Number(r?.lo)} AND ${Number(r?.hi)} AND ${match}`,
+          );
+          await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
+          await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
+        }),
+      COST_CHANGE_COLUMNS,
+    );
+    await this.compactIfDue();
+  }
+
+  /** The start times and UTC days the batch in ti_batch spans (undefined when it is empty). */
+  private async batchRange(): Promise<BatchRange | undefined> {
+    const [r] = await this.rows(
+      'SELECT count(*) AS n, min(start_time) AS lo, max(start_time) AS hi, ' +
+        'CAST(min(start_date) AS VARCHAR) AS dlo, CAST(max(start_date) AS VARCHAR) AS dhi FROM ti_batch',
+    );
+    if (r === undefined || Number(r.n) === 0) return undefined;
+    return { lo: Number(r.lo), hi: Number(r.hi), dayLo: String(r.dlo), dayHi: String(r.dhi) };
+  }
+
+  /** Takes the spans matching `where` back out of both rollups. */
+  private async takeBack(where: string): Promise<void> {
+    await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', -1, where)}`);
+    await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', -1, where)}`);
+  }
+
+  /**
+   * Adds the new spans in ti_batch: their traces' fields resolved with what
+   * is known of those traces (TRACE_FIELDS' rule), earlier spans of a trace
+   * whose fields changed moved along (rollups included), then the rows.
+   */
+  private async addBatch(range: BatchRange): Promise<void> {
+    const d = DUCKDB_ROLLUP;
+    const days = `start_date BETWEEN DATE '${range.dayLo}' - ${TRACE_WINDOW_DAYS} AND DATE '${range.dayHi}' + ${TRACE_WINDOW_DAYS}`;
+    const cands = TRACE_FIELDS.map((f) => f.candidate);
+    await this.run(
+      `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT t.org_id, t.trace_id, ${cands.map((c) => `min(t.${c}) AS ${c}`).join(', ')} FROM traces t ` +
+        `WHERE t.${days} AND EXISTS (SELECT 1 FROM ti_batch b WHERE b.org_id = t.org_id AND b.trace_id = t.trace_id) GROUP BY t.org_id, t.trace_id`,
+    );
+    await this.bump(`INSERT INTO traces ${traceDeltaSql(d, 'ti_batch', 1)}`);
+    const value = (e: string) => candidateValueSql(d, e);
+    const changed = cands.map((c) => `${value(`k.${c}`)} <> ${value(`least(b.${c}, k.${c})`)}`).join(' OR ');
+    await this.run(
+      `CREATE OR REPLACE TEMP TABLE ti_resolved AS SELECT b.org_id, b.trace_id, ${cands.map((c) => `least(b.${c}, k.${c}) AS ${c}`).join(', ')}, ` +
+        `k.trace_id IS NOT NULL AND (${changed}) AS moved FROM ` +
+        `(SELECT org_id, trace_id, ${TRACE_FIELDS.map((f) => `min(${candidateSql(d, f)}) AS ${f.candidate}`).join(', ')} ` +
+        'FROM ti_batch GROUP BY org_id, trace_id) b ' +
+        'LEFT JOIN ti_known k ON k.org_id = b.org_id AND k.trace_id = b.trace_id',
+    );
+    const set = TRACE_FIELDS.map((f) => `${f.column} = ${value(`r.${f.candidate}`)}`).join(', ');
+    await this.run(`UPDATE ti_batch SET ${set} FROM ti_resolved r WHERE ti_batch.org_id = r.org_id AND ti_batch.trace_id = r.trace_id`);
+    const [m] = await this.rows('SELECT count(*) AS n FROM ti_resolved WHERE moved');
+    if (Number(m?.n) > 0) {
+      // Spans stored before this batch taught their trace a customer (or another field): they move with it, exactly once.
+      const lo = dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS;
+      const window = `start_time BETWEEN ${lo} AND ${dayStartMs(range.dayHi) + (TRACE_WINDOW_DAYS + 1) * DAY_MS - 1}`;
+      const moved = 'EXISTS (SELECT 1 FROM ti_resolved r WHERE r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id)';
+      await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(d, 'spans', -1, `${window} AND ${moved}`)}`);
+      await this.run(
+        `UPDATE spans SET ${set} FROM ti_resolved r WHERE spans.${window} AND r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id`,
+      );
+      await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`)}`);
+      this.touch(dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
+    }
+    await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
+    await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(d, 'ti_batch', 1)}`);
+    this.touch(range.dayLo, range.dayHi);
+  }
+
+  /** Runs an insert into a rollup and counts its rows toward the next compaction. */
+  private async bump(sql: string): Promise<void> {
+    this.deltaRows += await this.run(sql);
+  }
+
+  private touch(dayLo: string, dayHi: string): void {
+    for (let ms = dayStartMs(dayLo); ms <= dayStartMs(dayHi); ms += DAY_MS) this.touched.add(dayOf(ms));
+  }
+
+  /**
+   * Folds the partial rollup rows of the days written since the last
+   * compaction into one row per key. Its cost is the rows of those days (live
+   * traffic: today's), never the table's.
+   */
+  private async compactIfDue(): Promise<void> {
+    if (this.deltaRows < this.compactRows) return;
+    await this.compactRollups();
+  }
+
+  async compactRollups(): Promise<void> {
+    const days = [...this.touched].sort();
+    if (days.length === 0) return;
+    const inDays = `start_date IN (${days.map((day) => `DATE '${day}'`).join(', ')})`;
+    const sums = MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ');
+    await this.transaction(async () => {
+      await this.run(
+        `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${DAILY_KEYS.join(', ')}, ${sums} FROM usage_daily WHERE ${inDays} ` +
+          `GROUP BY ${DAILY_KEYS.join(', ')} HAVING sum(spans) <> 0`,
+      );
+      await this.run(`DELETE FROM usage_daily WHERE ${inDays}`);
+      await this.run('INSERT INTO usage_daily SELECT * FROM ti_compact');
+      await this.run(
+        `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${TRACE_KEYS.join(', ')}, ${sums}, ` +
+          `${TRACE_EXTRA.map((e) => `${e.agg}(${e.name}) AS ${e.name}`).join(', ')}, ` +
+          `${TRACE_FIELDS.map((f) => `min(${f.candidate}) AS ${f.candidate}`).join(', ')} ` +
+          `FROM traces WHERE ${inDays} GROUP BY ${TRACE_KEYS.join(', ')} HAVING sum(spans) <> 0`,
+      );
+      await this.run(`DELETE FROM traces WHERE ${inDays}`);
+      await this.run('INSERT INTO traces SELECT * FROM ti_compact');
+      await this.run('DROP TABLE ti_compact');
+    });
+    this.touched.clear();
+    this.deltaRows = 0;
+  }
+
+  /** Runs `body` in one transaction on the writer; rolled back whole when it throws. */
+  private async transaction(body: () => Promise<void>): Promise<void> {
+    await this.run('BEGIN TRANSACTION');
+    try {
+      await body();
+      await this.run('COMMIT');
+    } catch (e) {
+      await this.conn('writer')
+        .run('ROLLBACK')
+        .catch(() => undefined);
+      throw e;
+    }
+  }
+
+  private async rows(sql: string): Promise<QueryRow[]> {
+    try {
+      return (await this.conn('writer').runAndReadAll(sql)).getRowObjectsJson() as QueryRow[];
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      await this.reopenIfInvalidated(msg);
+      throw e;
+    }
   }
 
   /** Writes the lines to a load file and runs `body` with the SELECT that reads them. */
-  private async withLoadFile(lines: Lines, body: (source: string) => Promise<void>): Promise<void> {
+  private async withLoadFile(
+    lines: Lines,
+    body: (source: string) => Promise<void>,
+    columns: readonly (readonly [string, ColumnKind])[] = SPAN_COLUMNS,
+  ): Promise<void> {
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
     try {
       // Made again each time: an operator may have removed the folder while the server ran.
       await fs.mkdir(this.tmpDir, { recursive: true });
       await writeChunks(file, chunksOf(lines));
       await body(
-        `SELECT ${COLUMN_LIST} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
-          `columns = ${READ_JSON_COLUMNS}, maximum_object_size = 33554432)`,
+        `SELECT ${columns.map(([n]) => `"${n}"`).join(', ')} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
+          `columns = ${readJsonColumns(columns)}, maximum_object_size = 33554432)`,
       );
     } finally {
       await fs.rm(file, { force: true });

@@ -1,8 +1,9 @@
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { COST_COLUMNS, encodeRow, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
-import type { QueryRow, SpanStore } from './span-store.js';
+import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
+import type { CostChange, QueryRow, SpanStore } from './span-store.js';
 
 /**
  * Cost and usage reports over the span store, one row per span counted (the
@@ -58,6 +59,16 @@ export interface ReportDialect {
   unpricedCondition: string;
   /** The count of such spans in a group. */
   unpriced: string;
+  /** A YYYY-MM-DD day (made here from a number, never request text) as a date. */
+  dateLiteral(day: string): string;
+  /** A date plus n days. */
+  addDays(date: string, n: number): string;
+  /** The sum of a column over the rows meeting a condition. */
+  sumIf(column: string, cond: string): string;
+  /** The number of rows meeting a condition. */
+  countIf(cond: string): string;
+  /** How the rollups are spelled on this store. */
+  rollup: RollupDialect;
 }
 
 export function reportDialect(kind: SpanStore['kind']): ReportDialect {
@@ -67,12 +78,22 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         text: (e) => `toString(${e})`,
         unpricedCondition: "priced = 0 AND model_id != ''",
         unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))",
+        dateLiteral: (day) => `toDate('${day}')`,
+        addDays: (e, n) => `addDays(${e}, ${n})`,
+        sumIf: (c, cond) => `sumIf(${c}, ${cond})`,
+        countIf: (cond) => `countIf(${cond})`,
+        rollup: CLICKHOUSE_ROLLUP,
       }
     : {
         from: 'spans',
         text: (e) => `CAST(${e} AS VARCHAR)`,
         unpricedCondition: "NOT priced AND model_id <> ''",
         unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)",
+        dateLiteral: (day) => `DATE '${day}'`,
+        addDays: (e, n) => `(${e} + ${n})`,
+        sumIf: (c, cond) => `sum(${c}) FILTER (WHERE ${cond})`,
+        countIf: (cond) => `count(*) FILTER (WHERE ${cond})`,
+        rollup: DUCKDB_ROLLUP,
       };
 }
 
@@ -96,6 +117,20 @@ function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params
  * grouping only), so a range with millions of traces stays cheap.
  */
 export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
+  const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then) : undefined;
+  if (source === undefined) return scanReport(store, f);
+  const { days, edges } = splitRange(f.from, f.to);
+  const parts: UsageRow[][] = [];
+  // With partial days at the edges the ranked cut is made after they are added in.
+  const limit = edges.length === 0 ? f.limit : undefined;
+  if (days !== undefined) parts.push(await (source === 'daily' ? dailyReport : traceReport)(store, { ...f, limit }, days));
+  for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
+  const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
+  return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, Math.max(0, Math.trunc(f.limit)));
+}
+
+/** Usage read from the spans themselves: a single trace, a grouping no rollup holds, and the partial days at a range's edges. */
+async function scanReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
   const group = GROUPS[f.by];
   const filter = filterSql(f);
@@ -112,25 +147,137 @@ export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: n
       ${TOKENS.map((t) => `${d.text(`sum(${t})`)} AS ${t}`).join(', ')},
       ${COSTS.map((c) => `${d.text(`sum(${c})`)} AS ${c}`).join(', ')}
     FROM ${d.from} WHERE ${where} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
-  const rows = await store.query(sql, params);
-  const out = rows.map((r): UsageRow => ({
-    group: String(r.grp),
-    ...(sub === undefined ? {} : { subgroup: String(r.sub) }),
+  return sortRows((await store.query(sql, params)).map((r) => toUsageRow(r, sub !== undefined)));
+}
+
+function toUsageRow(r: QueryRow, withSub: boolean): UsageRow {
+  return {
+    group: String(r.grp ?? ''),
+    ...(withSub ? { subgroup: String(r.sub ?? '') } : {}),
     spans: Number(r.spans),
     unpricedSpans: Number(r.unpriced),
     tokens: Object.fromEntries(TOKENS.map((t) => [t, Number(r[t])])) as UsageRow['tokens'],
     costs: Object.fromEntries(COSTS.map((c) => [c, formatDecimal(parseDecimal(String(r[c])))])) as UsageRow['costs'],
-  }));
-  // Sorted by cost, exactly (decimal comparison), then by name.
-  return out.sort((a, b) => {
+  };
+}
+
+/** Sorted by cost, exactly (decimal comparison), then by name. */
+function sortRows(rows: UsageRow[]): UsageRow[] {
+  return rows.sort((a, b) => {
     const d2 = parseDecimal(b.costs.total_cost) - parseDecimal(a.costs.total_cost);
     return d2 > 0n ? 1 : d2 < 0n ? -1 : a.group.localeCompare(b.group) || (a.subgroup ?? '').localeCompare(b.subgroup ?? '');
   });
 }
 
+/** Rows of the same group (and subgroup) from several parts of a range, added up. */
+function mergeRows(parts: readonly UsageRow[][]): UsageRow[] {
+  const out = new Map<string, UsageRow>();
+  for (const part of parts)
+    for (const r of part) {
+      const key = `${r.group}\u0000${r.subgroup ?? ''}`;
+      const seen = out.get(key);
+      out.set(key, seen === undefined ? r : { ...usageTotals([seen, r]), group: r.group, ...(r.subgroup === undefined ? {} : { subgroup: r.subgroup }) });
+    }
+  return [...out.values()];
+}
+
+/** The dimensions each rollup can group by, with its column (or, for traces, the resolved field). */
+const DAILY_GROUPS: Partial<Record<GroupBy, string>> = {
+  customer: 'customer_id',
+  model: 'model_id',
+  provider: 'provider',
+  day: 'start_date',
+  'span-type': 'span_type',
+  workflow: 'workflow_name',
+};
+const TRACE_GROUPS: Partial<Record<GroupBy, string>> = { trace: 'trace_id', session: 'session', customer: 'customer', workflow: 'workflow' };
+
+function rollupFor(by: GroupBy, then: GroupBy | undefined): 'daily' | 'traces' | undefined {
+  const fits = (g: Partial<Record<GroupBy, string>>) => g[by] !== undefined && (then === undefined || g[then] !== undefined);
+  return fits(DAILY_GROUPS) ? 'daily' : fits(TRACE_GROUPS) ? 'traces' : undefined;
+}
+
+const DAY = 86_400_000;
+const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+/** A range as whole UTC days [from, to) the rollups answer, and the partial days at its edges the spans answer. */
+export function splitRange(from: number, to: number): { days?: { from: string; to: string }; edges: { from: number; to: number }[] } {
+  const first = Math.ceil(from / DAY) * DAY;
+  const last = Math.floor(to / DAY) * DAY;
+  if (first >= last) return { edges: from < to ? [{ from, to }] : [] };
+  const edges: { from: number; to: number }[] = [];
+  if (from < first) edges.push({ from, to: first });
+  if (last < to) edges.push({ from: last, to });
+  return { days: { from: dayText(first), to: dayText(last) }, edges };
+}
+
+/** Sums of every measure, as text so decimals and 64-bit counts come back exact. */
+function sumsSql(d: ReportDialect, prefix = ''): string {
+  return [
+    `${d.text(`sum(${prefix}spans)`)} AS spans`,
+    `${d.text(`sum(${prefix}unpriced)`)} AS unpriced`,
+    ...TOKENS.map((t) => `${d.text(`sum(${prefix}${t})`)} AS ${t}`),
+    ...COSTS.map((c) => `${d.text(`sum(${prefix}${c})`)} AS ${c}`),
+  ].join(', ');
+}
+
+async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
+  const d = reportDialect(store.kind);
+  const group = DAILY_GROUPS[f.by] as string;
+  const sub = f.then === undefined ? undefined : DAILY_GROUPS[f.then];
+  const where = ['org_id = ?', `start_date >= ${d.dateLiteral(days.from)}`, `start_date < ${d.dateLiteral(days.to)}`];
+  const params: unknown[] = [f.orgId];
+  if (f.customerId !== undefined) {
+    where.push('customer_id = ?');
+    params.push(f.customerId);
+  }
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  const sql =
+    `SELECT ${d.text(group)} AS grp, ${sub === undefined ? '' : `${d.text(sub)} AS sub, `}${sumsSql(d)} FROM usage_daily ` +
+    `WHERE ${where.join(' AND ')} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
+  return (await store.query(sql, params)).map((r) => toUsageRow(r, sub !== undefined));
+}
+
+/**
+ * The traces of a range, each with its trace-level fields resolved (the
+ * rows of the neighbouring days count, as at insert) and its measures of the
+ * range's days, grouped by trace or by a resolved field.
+ */
+async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
+  const d = reportDialect(store.kind);
+  // Day literals come from splitRange (numbers formatted here), never from request text.
+  const inRange = `start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
+  const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(d.rollup, `min(${g}_c)`));
+  const measures = ['spans', 'unpriced', ...TOKENS, ...COSTS].map((m) => `${d.sumIf(m, inRange)} AS ${m}`).join(', ');
+  const inner =
+    `SELECT trace_id, ${field('customer')} AS customer, ${field('session')} AS session, ${field('workflow')} AS workflow, ${measures} ` +
+    `FROM traces WHERE org_id = ? AND start_date >= ${d.addDays(d.dateLiteral(days.from), -TRACE_WINDOW_DAYS)} ` +
+    `AND start_date < ${d.addDays(d.dateLiteral(days.to), TRACE_WINDOW_DAYS)} GROUP BY trace_id HAVING ${d.countIf(inRange)} > 0`;
+  const params: unknown[] = [f.orgId];
+  const group = TRACE_GROUPS[f.by] as string;
+  const sub = f.then === undefined ? undefined : TRACE_GROUPS[f.then];
+  const where = f.customerId === undefined ? '' : ' WHERE customer = ?';
+  if (f.customerId !== undefined) params.push(f.customerId);
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  const sql =
+    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql(d)} FROM (${inner}) t${where} ` +
+    `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
+  return (await store.query(sql, params)).map((r) => toUsageRow(r, sub !== undefined));
+}
+
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
 export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>): Promise<number> {
   const d = reportDialect(store.kind);
+  const { days, edges } = splitRange(f.from, f.to);
+  if (store.rollups && f.by === 'trace' && f.traceId === undefined && edges.length === 0 && days !== undefined) {
+    const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, 'min(customer_c)')} = ?`;
+    const [r] = await store.query(
+      `SELECT count(*) AS n FROM (SELECT trace_id FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
+        `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
+      f.customerId === undefined ? [f.orgId] : [f.orgId, f.customerId],
+    );
+    return Number(r?.n ?? 0);
+  }
   const { where, params } = filterSql(f);
   const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
   return Number(r?.n ?? 0);
@@ -147,6 +294,31 @@ export async function groupLabels(
 ): Promise<Record<string, { name: string; customer?: string }>> {
   if (f.groups.length === 0) return {};
   const d = reportDialect(store.kind);
+  if (store.rollups) {
+    // Labels need no exact range: the whole days around it do.
+    const lo = dayText(Math.floor(f.from / DAY) * DAY);
+    const hi = dayText(Math.ceil(f.to / DAY) * DAY);
+    const marks = f.groups.map(() => '?').join(', ');
+    const out: Record<string, { name: string; customer?: string }> = {};
+    if (f.by === 'trace') {
+      const value = (c: string) => candidateValueSql(d.rollup, `min(${c})`);
+      const rows = await store.query(
+        `SELECT trace_id AS g, ${value('name_c')} AS name, ${value('customer_c')} AS customer FROM traces WHERE org_id = ? ` +
+          `AND start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)} ` +
+          `AND trace_id IN (${marks}) GROUP BY trace_id`,
+        [f.orgId, ...f.groups],
+      );
+      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
+    } else {
+      const rows = await store.query(
+        `SELECT customer_id AS g, max(customer_name) AS name FROM usage_daily WHERE org_id = ? AND start_date >= ${d.dateLiteral(lo)} ` +
+          `AND start_date < ${d.dateLiteral(hi)} AND customer_id IN (${marks}) GROUP BY customer_id`,
+        [f.orgId, ...f.groups],
+      );
+      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? '') };
+    }
+    return out;
+  }
   const { where, params } = filterSql(f);
   const column = GROUPS[f.by];
   const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
@@ -168,11 +340,20 @@ function storedColumns(d: ReportDialect): string {
 /** The spans of one trace of an org, in start order (the console's waterfall). */
 export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: string }, limit = 10_000): Promise<SpanRow[]> {
   const d = reportDialect(store.kind);
+  let window = '';
+  const params: unknown[] = [f.orgId, f.traceId];
+  if (store.rollups) {
+    // The trace table says when the trace's spans start, so only those row groups of spans are read.
+    const [t] = await store.query('SELECT min(first_start) AS lo, max(last_start) AS hi FROM traces WHERE org_id = ? AND trace_id = ?', [f.orgId, f.traceId]);
+    if (t === undefined || t.lo === null || t.lo === undefined) return [];
+    window = ' AND start_time >= ? AND start_time <= ?';
+    params.push(Number(t.lo), Number(t.hi));
+  }
   const rows = await store.query(
-    `SELECT ${storedColumns(d)} FROM ${d.from} WHERE org_id = ? AND trace_id = ? ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
-    [f.orgId, f.traceId],
+    `SELECT ${storedColumns(d)} FROM ${d.from} WHERE org_id = ? AND trace_id = ?${window} ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
+    params,
   );
-  return rows.map(storedToRow);
+  return rows.map((r) => storedToRow(r));
 }
 
 export function usageTotals(rows: readonly UsageRow[]): UsageRow {
@@ -193,9 +374,10 @@ export function usageTotals(rows: readonly UsageRow[]): UsageRow {
 }
 
 /** A stored row (as a store returns it) back in the canonical SpanRow form. */
-export function storedToRow(r: QueryRow): SpanRow {
+export function storedToRow(r: QueryRow, only?: readonly string[]): SpanRow {
   const out: Record<string, unknown> = {};
   for (const [name, kind] of SPAN_COLUMNS) {
+    if (only !== undefined && !only.includes(name)) continue;
     const v = r[name];
     switch (kind) {
       case 'int':
@@ -273,22 +455,26 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     where.push('model_id = ?');
     params.push(f.model);
   }
-  // Streamed: the rows (texts up to 1M characters each) are never all in memory at once.
-  const stored = store.queryStream(`SELECT ${storedColumns(d)} FROM ${d.from} WHERE ${where.join(' AND ')} ORDER BY trace_id, span_id`, params);
+  // Streamed, and only what pricing reads: texts never leave the store, and memory holds one batch of changes.
+  const columns = ['org_id', 'trace_id', 'span_id', 'span_type', 'name', 'start_time', 'end_time', 'provider', 'model_id', ...USAGE_COLUMNS, ...COST_KEYS];
+  const stored = store.queryStream(
+    `SELECT ${columns.map((c) => (COST_COLUMNS.includes(c as CostColumn) ? `${d.text(c)} AS ${c}` : c)).join(', ')} ` +
+      `FROM ${d.from} WHERE ${where.join(' AND ')}`,
+    params,
+  );
   let rowsScanned = 0;
   let before = 0n;
   let after = 0n;
-  let changed: string[] = [];
+  let changed: CostChange[] = [];
   let rowsChanged = 0;
   let newlyPriced = 0;
-  const now = Date.now();
   const flush = async () => {
     if (changed.length === 0) return;
-    await store.replaceLines(Buffer.from(changed.join('\n') + '\n'), changed.length);
+    await store.updateCosts(changed);
     changed = [];
   };
   for await (const r of stored) {
-    const row = storedToRow(r);
+    const row = storedToRow(r, columns);
     rowsScanned++;
     const costs = price(rowToPricedSpan(row), row.org_id);
     before += parseDecimal(row.total_cost);
@@ -299,7 +485,7 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     if (!differs) continue;
     rowsChanged++;
     if (!row.priced && costs.priced) newlyPriced++;
-    changed.push(encodeRow({ ...row, ...costs, received_at: Math.max(now, row.received_at + 1) }));
+    changed.push({ org_id: row.org_id, trace_id: row.trace_id, span_id: row.span_id, start_time: row.start_time, ...costs });
     if (changed.length >= batchRows) await flush();
   }
   await flush();

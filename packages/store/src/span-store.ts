@@ -3,7 +3,12 @@
  * CLICKHOUSE_URL is set. Both hold the `spans` table of `@trace-ingest/shared/rows`.
  */
 
+import type { SpanCosts } from '@trace-ingest/shared/rows';
+
 export type QueryRow = Record<string, unknown>;
+
+/** New costs for one stored span, found by its identity and start time. */
+export type CostChange = { org_id: string; trace_id: string; span_id: string; start_time: number } & SpanCosts;
 
 /** Canonical lines: one buffer, or chunks that each hold whole lines. */
 export type Lines = Buffer | readonly Buffer[];
@@ -15,6 +20,8 @@ export function chunksOf(lines: Lines): readonly Buffer[] {
 
 export interface SpanStore {
   readonly kind: 'duckdb' | 'clickhouse';
+  /** Whether the store keeps the rollups of `@trace-ingest/shared/rollups` (usage_daily, traces), which reports then read. */
+  readonly rollups: boolean;
   /** Connects and applies pending migrations. */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -52,6 +59,12 @@ export interface SpanStore {
    * newer received_at.
    */
   replaceLines(lines: Lines, rowCount: number): Promise<void>;
+
+  /**
+   * Rewrites the costs of stored spans (repricing), keeping the rollups
+   * exact: each span's old share is taken back and its new one added.
+   */
+  updateCosts(changes: readonly CostChange[]): Promise<void>;
 }
 
 /** A query that would write, or more than one statement, given to readOnlyQuery. */
