@@ -62,6 +62,10 @@ function options(argv) {
 }
 
 async function main() {
+  if (process.argv.includes('--growth')) {
+    await import('./growth.js');
+    return;
+  }
   const o = options(process.argv.slice(2));
   if (!fs.existsSync(path.join(root, 'packages/server/dist/main.js'))) execFileSync('npx', ['tsc', '-b'], { cwd: root, stdio: 'inherit' });
   const results = [];

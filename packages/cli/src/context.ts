@@ -14,7 +14,14 @@ export interface CliContext {
 export function createContext(config: Config): CliContext {
   let keys: ControlStore | undefined;
   let spans: SpanStore | undefined;
-  const opts = { sqliteFile: config.sqliteFile, duckdbFile: config.duckdbFile, databaseUrl: config.DATABASE_URL, clickhouseUrl: config.CLICKHOUSE_URL };
+  const opts = {
+    sqliteFile: config.sqliteFile,
+    duckdbFile: config.duckdbFile,
+    databaseUrl: config.DATABASE_URL,
+    clickhouseUrl: config.CLICKHOUSE_URL,
+    // A command reads rollups or streams: it needs little of DuckDB's cache, and must not take 80% of RAM beside a server.
+    duckdbMemoryLimit: config.DUCKDB_MEMORY_LIMIT ?? '256MiB',
+  };
   return {
     config,
     async keys() {

@@ -9,7 +9,7 @@ import type { CliContext } from './context.js';
 /** Reports and queries on the span store, through a running server or directly. */
 export interface SpanAccess {
   readonly via: 'server' | 'direct';
-  usage(f: UsageFilter): Promise<UsageRow[]>;
+  usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]>;
   sql(sql: string, params?: unknown[]): Promise<QueryRow[]>;
   reprice(f: RepriceFilter): Promise<RepriceResult>;
 }
@@ -46,7 +46,7 @@ function request<T>(socketPath: string, method: string, path: string, body?: unk
 class ServerAccess implements SpanAccess {
   readonly via = 'server';
   constructor(private readonly socket: string) {}
-  async usage(f: UsageFilter): Promise<UsageRow[]> {
+  async usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
     return (await request<{ rows: UsageRow[] }>(this.socket, 'POST', '/v1/usage', f)).rows;
   }
   async sql(sql: string, params: unknown[] = []): Promise<QueryRow[]> {
@@ -60,7 +60,7 @@ class ServerAccess implements SpanAccess {
 class DirectAccess implements SpanAccess {
   readonly via = 'direct';
   constructor(private readonly ctx: CliContext) {}
-  async usage(f: UsageFilter): Promise<UsageRow[]> {
+  async usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
     return usageReport(await this.ctx.spans(), f);
   }
   async sql(sql: string, params: unknown[] = []): Promise<QueryRow[]> {

@@ -11,7 +11,12 @@ import type { Pricing } from '@trace-ingest/store/pricing';
 import type { Metrics } from './metrics.js';
 
 const Window = { orgId: z.string().min(1), from: z.number().int(), to: z.number().int() };
-const UsageBody = z.strictObject({ ...Window, by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]), customerId: z.string().optional() });
+const UsageBody = z.strictObject({
+  ...Window,
+  by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]),
+  customerId: z.string().optional(),
+  limit: z.number().int().min(1).max(100_000).optional(),
+});
 const RepriceBody = z.strictObject({ ...Window, model: z.string().optional() });
 const QueryBody = z.strictObject({ sql: z.string().min(1).max(100_000), params: z.array(z.unknown()).max(1000).default([]) });
 

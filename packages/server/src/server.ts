@@ -70,6 +70,13 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
  * Shutdown order: stop accepting (503 for the drain grace), let in-flight
  * requests finish, close the listener, flush, close the stores.
  */
+/**
+ * DuckDB's own default is 80% of RAM, which it fills with cached blocks and keeps:
+ * reports read the rollups, so a fixed share is enough (a 10M-row store ran its
+ * reports and reprice in it; see bench/README.md, growth).
+ */
+const SERVER_DUCKDB_MEMORY = '1GiB';
+
 export class IngestServer {
   readonly metrics: Metrics;
   private keyStore: ControlStore | undefined;
@@ -118,7 +125,7 @@ export class IngestServer {
       clickhouseUrl: c.CLICKHOUSE_URL,
       requestTimeoutMs: c.FLUSH_TIMEOUT_MS,
       duckdbThreads: c.DUCKDB_THREADS,
-      duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT,
+      duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT ?? SERVER_DUCKDB_MEMORY,
       // No synchronous wait on the request path: a locked file fails fast and the quota reconciler retries.
       sqliteBusyTimeoutMs: 0,
       logger: this.logger,

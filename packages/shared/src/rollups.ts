@@ -39,11 +39,13 @@ export const MEASURES: readonly Measure[] = [
 ];
 
 /**
- * The grouping columns of `usage_daily`, all span columns. Customer, workflow
- * and the customer's name are the trace's resolved values (see TRACE_FIELDS),
- * so a trace's cost sits under one customer.
+ * The grouping columns of `usage_daily`, all span columns. The customer and
+ * its name are the trace's resolved values (see TRACE_FIELDS), so a trace's
+ * cost sits under one customer. Its rows per day are at most customers x
+ * models used that day; a workflow (or a session) would multiply them, and is
+ * a trace-level field: grouping by it reads `traces`.
  */
-export const DAILY_KEYS = ['org_id', 'start_date', 'customer_id', 'customer_name', 'model_id', 'provider', 'span_type', 'workflow_name'] as const;
+export const DAILY_KEYS = ['org_id', 'start_date', 'customer_id', 'customer_name', 'model_id', 'provider', 'span_type'] as const;
 export type DailyKey = (typeof DAILY_KEYS)[number];
 
 /** The grouping columns of `traces`. */

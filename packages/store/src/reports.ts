@@ -157,16 +157,26 @@ function toUsageRow(r: QueryRow, withSub: boolean): UsageRow {
     spans: Number(r.spans),
     unpricedSpans: Number(r.unpriced),
     tokens: Object.fromEntries(TOKENS.map((t) => [t, Number(r[t])])) as UsageRow['tokens'],
-    costs: Object.fromEntries(COSTS.map((c) => [c, formatDecimal(parseDecimal(String(r[c])))])) as UsageRow['costs'],
+    costs: Object.fromEntries(COSTS.map((c) => [c, decimalText(String(r[c]))])) as UsageRow['costs'],
   };
 }
 
-/** Sorted by cost, exactly (decimal comparison), then by name. */
+/** A store's decimal text in formatDecimal's form (no trailing zeros, no '-0'), without a round trip through bigint. */
+export function decimalText(s: string): string {
+  if (!/^-?\d+(\.\d+)?$/.test(s)) return formatDecimal(parseDecimal(s));
+  let t = s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s;
+  t = t.replace(/^(-?)0+(?=\d)/, '$1');
+  return t === '-0' ? '0' : t;
+}
+
+/** Sorted by cost, exactly (decimal comparison), then by name. Each cost is parsed once, not once per comparison. */
 function sortRows(rows: UsageRow[]): UsageRow[] {
-  return rows.sort((a, b) => {
-    const d2 = parseDecimal(b.costs.total_cost) - parseDecimal(a.costs.total_cost);
-    return d2 > 0n ? 1 : d2 < 0n ? -1 : a.group.localeCompare(b.group) || (a.subgroup ?? '').localeCompare(b.subgroup ?? '');
+  const keyed = rows.map((r) => ({ r, cost: parseDecimal(r.costs.total_cost) }));
+  keyed.sort((a, b) => {
+    const d2 = b.cost - a.cost;
+    return d2 > 0n ? 1 : d2 < 0n ? -1 : a.r.group.localeCompare(b.r.group) || (a.r.subgroup ?? '').localeCompare(b.r.subgroup ?? '');
   });
+  return keyed.map((k) => k.r);
 }
 
 /** Rows of the same group (and subgroup) from several parts of a range, added up. */
@@ -188,7 +198,6 @@ const DAILY_GROUPS: Partial<Record<GroupBy, string>> = {
   provider: 'provider',
   day: 'start_date',
   'span-type': 'span_type',
-  workflow: 'workflow_name',
 };
 const TRACE_GROUPS: Partial<Record<GroupBy, string>> = { trace: 'trace_id', session: 'session', customer: 'customer', workflow: 'workflow' };
 
@@ -211,14 +220,20 @@ export function splitRange(from: number, to: number): { days?: { from: string; t
   return { days: { from: dayText(first), to: dayText(last) }, edges };
 }
 
-/** Sums of every measure, as text so decimals and 64-bit counts come back exact. */
-function sumsSql(d: ReportDialect, prefix = ''): string {
-  return [
-    `${d.text(`sum(${prefix}spans)`)} AS spans`,
-    `${d.text(`sum(${prefix}unpriced)`)} AS unpriced`,
-    ...TOKENS.map((t) => `${d.text(`sum(${prefix}${t})`)} AS ${t}`),
-    ...COSTS.map((c) => `${d.text(`sum(${prefix}${c})`)} AS ${c}`),
-  ].join(', ');
+const ROLLUP_MEASURES = ['spans', 'unpriced', ...TOKENS, ...COSTS];
+
+/** Sums of every measure. */
+function sumsSql(): string {
+  return ROLLUP_MEASURES.map((m) => `sum(${m}) AS ${m}`).join(', ');
+}
+
+/**
+ * The grouped (and ranked) rows of `inner` with every measure as text, so
+ * decimals and 64-bit counts come back exact. Converted outside the
+ * aggregation: a store converts only the rows that remain after LIMIT.
+ */
+function asText(d: ReportDialect, inner: string, withSub: boolean): string {
+  return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${ROLLUP_MEASURES.map((m) => `${d.text(m)} AS ${m}`).join(', ')} FROM (${inner}) r`;
 }
 
 async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
@@ -233,9 +248,9 @@ async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number |
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
   const sql =
-    `SELECT ${d.text(group)} AS grp, ${sub === undefined ? '' : `${d.text(sub)} AS sub, `}${sumsSql(d)} FROM usage_daily ` +
+    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM usage_daily ` +
     `WHERE ${where.join(' AND ')} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
-  return (await store.query(sql, params)).map((r) => toUsageRow(r, sub !== undefined));
+  return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
 }
 
 /**
@@ -245,6 +260,14 @@ async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number |
  */
 async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
+  if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
+    // Per trace with no field to resolve: the rows of the range's days alone.
+    const ranked = f.limit === undefined ? '' : ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
+    const sql =
+      `SELECT trace_id AS grp, ${sumsSql()} FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
+      `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id HAVING sum(spans) <> 0${ranked}`;
+    return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
+  }
   // Day literals come from splitRange (numbers formatted here), never from request text.
   const inRange = `start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
   const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(d.rollup, `min(${g}_c)`));
@@ -260,9 +283,9 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
   if (f.customerId !== undefined) params.push(f.customerId);
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
   const sql =
-    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql(d)} FROM (${inner}) t${where} ` +
+    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM (${inner}) t${where} ` +
     `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
-  return (await store.query(sql, params)).map((r) => toUsageRow(r, sub !== undefined));
+  return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
 }
 
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */

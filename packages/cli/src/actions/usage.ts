@@ -1,6 +1,6 @@
 import { UsageError } from '@trace-ingest/shared/errors';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
-import type { GroupBy, RepriceResult, UsageRow } from '@trace-ingest/store/reports';
+import { usageTotals, type GroupBy, type RepriceResult, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
 import type { CliContext } from '../context.js';
 import { openSpanAccess } from '../span-access.js';
@@ -40,15 +40,26 @@ export async function usage(ctx: CliContext, input: UsageInput): Promise<UsageRo
   return (await usageInWindow(ctx, input)).rows;
 }
 
-type UsageInput = Window & { org: string; by: GroupBy; customer?: string | undefined };
+type UsageInput = Window & { org: string; by: GroupBy; customer?: string | undefined; limit?: number | undefined };
 
-/** The report, with the window it covers and the org's id (what the table prints around it). */
-export async function usageInWindow(ctx: CliContext, input: UsageInput): Promise<{ rows: UsageRow[]; window: { from: number; to: number }; orgId: string }> {
+/**
+ * The report (the `limit` groups of the largest cost), its total over every
+ * group, the window it covers and the org's id (what the table prints around it).
+ */
+export async function usageInWindow(
+  ctx: CliContext,
+  input: UsageInput,
+): Promise<{ rows: UsageRow[]; total: UsageRow; truncated: boolean; window: { from: number; to: number }; orgId: string }> {
   // The dates are checked before any store is opened: a typo is reported as itself.
   const window = resolveWindow(input);
   const access = await openSpanAccess(ctx);
   const id = await orgId(ctx, input.org);
-  return { rows: await access.usage({ orgId: id, ...window, by: input.by, customerId: input.customer }), window, orgId: id };
+  const filter = { orgId: id, ...window, customerId: input.customer };
+  const rows = await access.usage({ ...filter, by: input.by, limit: input.limit });
+  const truncated = input.limit !== undefined && rows.length >= input.limit;
+  // Cut short, the rows do not add up to the total: the days do (a year at most 366 rows, from the rollups).
+  const total = usageTotals(truncated ? await access.usage({ ...filter, by: 'day' }) : rows);
+  return { rows, total, truncated, window, orgId: id };
 }
 
 /** For an empty range: where the org's spans are, if it has any (by start time, as reports count them). */

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
-import { GROUPS, usageTotals } from '@trace-ingest/store/reports';
+import { GROUPS } from '@trace-ingest/store/reports';
 import { repriceSpans, sql, usageInWindow, whereSpansAre } from '../actions/usage.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
@@ -59,6 +59,7 @@ export function registerReports(program: Command, run: Runner): void {
     .option('--to <date>', 'end (a bare date includes that day)')
     .option('--by <group>', `one of ${Object.keys(GROUPS).join(', ')}`, 'model')
     .option('--customer <id>', 'only this customer')
+    .option('--limit <n>', 'the n groups of the largest cost (the total still counts every group)', '1000')
     .option('--json', 'print JSON')
     .option('--csv', 'print CSV')
     .action((raw: Record<string, unknown>) =>
@@ -71,14 +72,14 @@ export function registerReports(program: Command, run: Runner): void {
             to: z.string().optional(),
             by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]),
             customer: z.string().optional(),
+            limit: z.coerce.number().int().min(1).max(100_000),
             json: z.boolean().optional(),
             csv: z.boolean().optional(),
           }),
           raw,
         );
         if (o.json === true && o.csv === true) throw new UsageError('give --json or --csv, not both');
-        const { rows, window, orgId } = await usageInWindow(ctx, o);
-        const total = usageTotals(rows);
+        const { rows, total, truncated, window, orgId } = await usageInWindow(ctx, o);
         if (o.json === true) printJson(out, { rows, total });
         else if (o.csv === true) printCsv(out, [...rows, total].map(usageCsvRow));
         else {
@@ -92,6 +93,7 @@ export function registerReports(program: Command, run: Runner): void {
           const csv = [...rows, total].map(usageCsvRow).map((r) => (r.group === '' ? { ...r, group: '(none)' } : r));
           const units = ['image_cost', 'web_search_cost', 'request_cost'].filter((c) => csv.some((r) => r[c] !== '0'));
           printTable(out, csv, [...TABLE_COLUMNS.slice(0, -1), ...units, 'total_cost']);
+          if (truncated) out.out(`the ${o.limit} ${o.by} groups of the largest cost; TOTAL counts them all (--limit shows more)`);
         }
       }),
     );

@@ -1,0 +1,316 @@
+// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep]
+// With CLICKHOUSE_URL set, the same against ClickHouse (one database per run, dropped afterwards).
+//
+// Does ingest and reporting stay flat as the store grows? Loads realistic rows (200 customers
+// by a Zipf-like draw, 30 models over 6 providers, 90 days of start times in time order, ~5
+// spans per trace, 1-3 KB input and output text on llm spans, priced by the real catalog)
+// through the span store's own insert path (the flusher's: insertLines), and at 0 rows and at
+// each --rows checkpoint measures, on the same store:
+//   - insert (flush) cost per row: wall and CPU µs, median of the 20 inserts after the checkpoint;
+//   - every `usage --by` grouping over 90 days, through the running server's admin socket (what
+//     `trace-ingest usage` calls, without the CLI's ~0.3 s of start-up);
+//   - every console endpoint over 90 days, and one trace's waterfall, over HTTP;
+//   - `trace-ingest reprice` of one month (the CLI process, server stopped): time and peak RSS;
+//   - the server's RSS after the reads, and the store's bytes on disk.
+// Times are medians of 3. Nothing is asserted; the table goes to stdout and the figures to
+// bench/results/growth-<timestamp>.json.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { cli, freePort, memoryOf, root, rssSampler, sleep, waitReady } from './procs.js';
+import { prng } from './workloads.js';
+
+const SERVER = path.join(root, 'packages/server/bin/trace-ingest-server.js');
+const CLI = path.join(root, 'packages/cli/bin/trace-ingest.js');
+const DAY = 86_400_000;
+const GROUPS = ['customer', 'model', 'provider', 'day', 'span-type', 'trace', 'session', 'workflow'];
+
+function options(argv) {
+  const o = { rows: [1_000_000, 10_000_000], batch: 5000, keep: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--growth') continue;
+    else if (a === '--keep') o.keep = true;
+    else if (a === '--rows') o.rows = argv[++i].split(',').map(Number);
+    else if (a === '--batch') o.batch = Number(argv[++i]);
+    else throw new Error(`unknown argument "${a}" (growth: --rows a,b --batch n --keep)`);
+  }
+  if (o.rows.some((n) => !(n > 0)) || !(o.batch > 0)) throw new Error('--rows and --batch take positive numbers');
+  o.rows.sort((a, b) => a - b);
+  return o;
+}
+
+const PROVIDERS = ['openai', 'anthropic', 'google', 'mistral', 'deepseek', 'xai'];
+const MODEL_IDS = {
+  openai: ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-4.1-mini', 'o3', 'o4-mini'],
+  anthropic: ['claude-sonnet-4-20250514', 'claude-3-5-haiku-20241022', 'claude-opus-4-20250514', 'claude-3-7-sonnet-20250219', 'claude-sonnet-4-5'],
+  google: ['gemini-2.5-pro', 'gemini-2.5-flash', 'gemini-2.0-flash', 'gemini-1.5-pro', 'gemini-2.5-flash-lite'],
+  mistral: ['mistral-large-latest', 'mistral-small-latest', 'codestral-latest', 'ministral-8b-latest', 'open-mistral-nemo'],
+  deepseek: ['deepseek-chat', 'deepseek-reasoner', 'deepseek-coder', 'deepseek-v3', 'deepseek-r1'],
+  xai: ['grok-4', 'grok-3', 'grok-3-mini', 'grok-2', 'grok-code-fast-1'],
+};
+const WORDS = (
+  'the user asked about their invoice and the assistant looked up the account history then summarised the charges ' +
+  'for the last three months with a note on the refund policy and a link to the billing page while the tool returned ' +
+  'a table of line items dates amounts and currencies that the model turned into a short friendly answer'
+).split(' ');
+
+function text(rand, chars) {
+  const parts = [];
+  let n = 0;
+  while (n < chars) {
+    const w = WORDS[Math.floor(rand() * WORDS.length)];
+    parts.push(w);
+    n += w.length + 1;
+  }
+  return parts.join(' ').slice(0, chars);
+}
+
+/** Realistic traces in start-time order: `total` spans spread evenly over the 90 days before `end`. */
+function* traces(total, end, rand) {
+  const start = end - 90 * DAY;
+  const step = (90 * DAY) / total;
+  let made = 0;
+  let t = 0;
+  while (made < total) {
+    const at = Math.floor(start + made * step);
+    // Zipf-like: a few customers send most traces.
+    const customer = Math.min(199, Math.floor(200 * rand() ** 3));
+    const provider = PROVIDERS[Math.floor(rand() * PROVIDERS.length)];
+    const spans = [{ spanId: `s0`, spanType: 'agent', name: 'agent', startTime: at, endTime: at + 9000 }];
+    for (let i = 1; i < 5 && made + spans.length < total; i++) {
+      const modelId = MODEL_IDS[provider][Math.floor(rand() * 5)];
+      const s = at + i * 1500;
+      spans.push({
+        spanId: `s${i}`,
+        parentSpanId: 's0',
+        spanType: i === 4 ? 'tool' : 'llm',
+        name: i === 4 ? 'lookup' : 'chat',
+        startTime: s,
+        endTime: s + 1200,
+        ...(i === 4
+          ? {}
+          : {
+              provider,
+              modelId,
+              usage: { inputTokens: 200 + Math.floor(rand() * 4000), cachedInputTokens: Math.floor(rand() * 200), outputTokens: 50 + Math.floor(rand() * 700) },
+              input: text(rand, 1000 + Math.floor(rand() * 2000)),
+              output: text(rand, 1000 + Math.floor(rand() * 2000)),
+            }),
+        metadata: { step: String(i), region: rand() < 0.5 ? 'eu' : 'us' },
+      });
+    }
+    yield {
+      traceId: `tr-${t++}-${Math.floor(rand() * 1e9).toString(36)}`,
+      traceName: ['support', 'search', 'summarise', 'triage'][t % 4],
+      workflowName: `wf-${t % 10}`,
+      sessionId: `sess-${customer}-${Math.floor(t / 20)}`,
+      customer: { id: `cust-${customer}`, name: `Customer ${customer}` },
+      metadata: { env: 'prod' },
+      spans,
+    };
+    made += spans.length;
+  }
+}
+
+async function adminPost(socketPath, route, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, path: route, method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      let out = '';
+      res.on('data', (c) => (out += c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(out)) : reject(new Error(`${route}: ${res.statusCode} ${out.slice(0, 300)}`))));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function timed(fn, runs = 3) {
+  const ms = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    await fn();
+    ms.push(performance.now() - t0);
+  }
+  return median(ms);
+}
+
+function diskBytes(dir) {
+  let total = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    total += e.isDirectory() ? diskBytes(p) : fs.statSync(p).size;
+  }
+  return total;
+}
+
+async function main() {
+  const o = options(process.argv.slice(2));
+  const { DuckDbSpanStore } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
+  const { ClickHouseSpanStore } = await import(path.join(root, 'packages/store/dist/clickhouse.js'));
+  const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+  const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-growth-'));
+  const run = `growth_${Date.now()}`;
+  const env = { DATA_DIR: dir, LOG_LEVEL: 'warn' };
+  if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/${run}`);
+  const kind = env.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb';
+  cli(env, 'orgs', 'create', 'bench');
+  const orgId = JSON.parse(cli(env, 'orgs', 'list', '--json')).find((x) => x.name === 'bench').id;
+  const { token } = JSON.parse(cli(env, 'console', 'token', 'create', '--org', 'bench', '--json'));
+  const engine = await PriceEngine.create();
+  const price = (span) => engine.price(span, orgId);
+  const openStore = async () => {
+    const s =
+      kind === 'clickhouse'
+        ? new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL })
+        : new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), threads: 1, memoryLimit: '1GiB' });
+    await s.start();
+    return s;
+  };
+
+  const end = Math.floor(Date.now() / DAY) * DAY;
+  const from = end - 90 * DAY;
+  const monthFrom = end - 30 * DAY;
+  const rand = prng(42);
+  // Beyond the last checkpoint: the 20 inserts measured there.
+  const total = o.rows.at(-1) + 21 * o.batch;
+  const source = traces(total, end, rand);
+  let store = await openStore();
+  let stored = 0;
+  let sampleTrace = '';
+  const results = [];
+  const loadStart = performance.now();
+
+  /** Inserts one batch as the flusher would; returns its wall and CPU µs per row. */
+  const insertBatch = async () => {
+    const lines = [];
+    let n = 0;
+    while (n < o.batch && stored + n < total) {
+      const { value: trace, done } = source.next();
+      if (done) break;
+      if (sampleTrace === '' && stored > total / 2) sampleTrace = trace.traceId;
+      for (const r of payloadToRows({ version: 'v1', traces: [trace] }, { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() }, price)) {
+        lines.push(encodeRow(r));
+        n++;
+      }
+    }
+    if (n === 0) return undefined;
+    const buf = Buffer.from(lines.join('\n') + '\n');
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await store.insertLines(buf, n);
+    const wall = performance.now() - t0;
+    const c = process.cpuUsage(c0);
+    stored += n;
+    return { wallUs: (wall * 1000) / n, cpuUs: (c.user + c.system) / n };
+  };
+
+  const measureReads = async (at) => {
+    await store.close();
+    const port = await freePort();
+    const consolePort = await freePort();
+    const server = spawn(process.execPath, [SERVER], {
+      env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CONSOLE_PORT: String(consolePort), DRAIN_GRACE_MS: '0' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const exited = new Promise((r) => server.once('exit', r));
+    const figures = { usage: {}, console: {} };
+    try {
+      await waitReady(`http://127.0.0.1:${port}`, server);
+      const sock = path.join(dir, 'admin.sock');
+      for (const by of GROUPS) figures.usage[by] = await timed(() => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }));
+      const q = `org=bench&from=${new Date(from).toISOString().slice(0, 10)}&to=${new Date(end - DAY).toISOString().slice(0, 10)}`;
+      const get = async (p) => {
+        const res = await fetch(`http://127.0.0.1:${consolePort}/console/api/${p}`, { headers: { authorization: `Bearer ${token}` } });
+        if (!res.ok) throw new Error(`console ${p}: ${res.status} ${(await res.text()).slice(0, 300)}`);
+        return res.json();
+      };
+      for (const page of ['overview', 'customers', 'models', 'traces']) figures.console[page] = await timed(() => get(`${page}?${q}`));
+      if (sampleTrace !== '') figures.console['one trace'] = await timed(() => get(`traces/${encodeURIComponent(sampleTrace)}?org=bench`));
+      figures.serverRss = memoryOf(server.pid)?.rss ?? NaN;
+    } finally {
+      server.kill('SIGTERM');
+      await exited;
+    }
+    // reprice of the last month, the CLI process alone (nothing changes: the same catalog priced the rows).
+    const t0 = performance.now();
+    const child = spawn(
+      process.execPath,
+      [CLI, 'reprice', '--org', 'bench', '--from', new Date(monthFrom).toISOString().slice(0, 10), '--to', new Date(end).toISOString().slice(0, 10)],
+      { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+    const rss = rssSampler(child.pid, 20);
+    const code = await new Promise((r) => child.once('exit', r));
+    figures.reprice = { ms: performance.now() - t0, peakRss: rss.stop(), exit: code };
+    figures.diskBytes = kind === 'duckdb' ? diskBytes(dir) : NaN;
+    store = await openStore();
+    return figures;
+  };
+
+  const checkpoints = [0, ...o.rows];
+  for (const cp of checkpoints) {
+    while (stored < cp) {
+      if ((await insertBatch()) === undefined) break;
+      if (stored % (o.batch * 200) < o.batch)
+        console.error(`  growth: ${stored} rows stored (${((stored / (performance.now() - loadStart)) * 1000).toFixed(0)} rows/s overall)`);
+    }
+    const flush = [];
+    // The inserts right after the checkpoint: what a flush costs at this size (the last checkpoint keeps its rows).
+    for (let i = 0; i < 20; i++) {
+      const f = await insertBatch();
+      if (f !== undefined) flush.push(f);
+    }
+    const reads = cp === 0 ? undefined : await measureReads(cp);
+    const r = {
+      rows: cp,
+      storedAtMeasure: stored,
+      flushWallUs: median(flush.map((f) => f.wallUs)),
+      flushCpuUs: median(flush.map((f) => f.cpuUs)),
+      ...reads,
+    };
+    results.push(r);
+    console.error(`  growth: checkpoint ${cp}: ${JSON.stringify(r)}`);
+  }
+  await store.close();
+  print(kind, results);
+  const out = path.join(root, 'bench/results');
+  fs.mkdirSync(out, { recursive: true });
+  fs.writeFileSync(path.join(out, `growth-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify({ kind, options: o, results }, null, 2));
+  if (!o.keep) fs.rmSync(dir, { recursive: true, force: true });
+  else console.error(`  growth: data kept in ${dir}`);
+  if (env.CLICKHOUSE_URL && !o.keep) {
+    const u = new URL(env.CLICKHOUSE_URL);
+    await fetch(`${u.protocol}//${u.host}/`, { method: 'POST', body: `DROP DATABASE IF EXISTS ${run}` }).catch(() => undefined);
+  }
+  await sleep(0);
+}
+
+function print(kind, results) {
+  const cols = results.map((r) => (r.rows === 0 ? 'empty' : r.rows >= 1e6 ? `${r.rows / 1e6}M` : String(r.rows)));
+  const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v < 10 ? 1 : 0)} ms` : '–');
+  const lines = [
+    ['flush wall µs/row', ...results.map((r) => r.flushWallUs.toFixed(0))],
+    ['flush CPU µs/row', ...results.map((r) => r.flushCpuUs.toFixed(0))],
+    ...GROUPS.map((g) => [`usage --by ${g}`, ...results.map((r) => ms(r.usage?.[g]))]),
+    ...['overview', 'customers', 'models', 'traces', 'one trace'].map((p) => [`console ${p}`, ...results.map((r) => ms(r.console?.[p]))]),
+    ['reprice 30 days', ...results.map((r) => (r.reprice ? `${(r.reprice.ms / 1000).toFixed(1)} s` : '–'))],
+    ['reprice peak RSS', ...results.map((r) => (r.reprice ? `${(r.reprice.peakRss / 2 ** 20).toFixed(0)} MiB` : '–'))],
+    ['server RSS after reads', ...results.map((r) => (r.serverRss ? `${(r.serverRss / 2 ** 20).toFixed(0)} MiB` : '–'))],
+    ['store on disk', ...results.map((r) => (Number.isFinite(r.diskBytes) ? `${(r.diskBytes / 2 ** 30).toFixed(2)} GiB` : '–'))],
+  ];
+  const head = [`growth (${kind})`, ...cols];
+  const w = head.map((_, i) => Math.max(...[head, ...lines].map((l) => String(l[i]).length)));
+  const fmtLine = (l) => l.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join('  ');
+  console.log(fmtLine(head));
+  for (const l of lines) console.log(fmtLine(l));
+}
+
+await main();
