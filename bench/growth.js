@@ -213,7 +213,7 @@ async function main() {
     return { wallUs: (wall * 1000) / n, cpuUs: (c.user + c.system) / n };
   };
 
-  const measureReads = async (at) => {
+  const measureReads = async () => {
     await store.close();
     const port = await freePort();
     const consolePort = await freePort();
@@ -268,7 +268,7 @@ async function main() {
       const f = await insertBatch();
       if (f !== undefined) flush.push(f);
     }
-    const reads = cp === 0 ? undefined : await measureReads(cp);
+    const reads = cp === 0 ? undefined : await measureReads();
     const r = {
       rows: cp,
       storedAtMeasure: stored,

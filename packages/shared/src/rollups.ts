@@ -149,7 +149,8 @@ export function traceDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, wh
   const keys = TRACE_KEYS.join(', ');
   const extras = TRACE_EXTRA.map((e) => `${e.agg}(${e.expr}) AS ${e.name}`);
   const cands = TRACE_FIELDS.map((f) => (sign === 1 ? `min(${candidateSql(d, f)}) AS ${f.candidate}` : `${d.none} AS ${f.candidate}`));
-  return `SELECT ${keys}, ${measureAggregates(d, sign).join(', ')}, ${extras.join(', ')}, ${cands.join(', ')} FROM ${source}${where === '' ? '' : ` WHERE ${where}`} GROUP BY ${keys}`;
+  const filter = where === '' ? '' : ` WHERE ${where}`;
+  return `SELECT ${keys}, ${measureAggregates(d, sign).join(', ')}, ${extras.join(', ')}, ${cands.join(', ')} FROM ${source}${filter} GROUP BY ${keys}`;
 }
 
 /** Every column of usage_daily, in table order. */

@@ -233,7 +233,8 @@ function sumsSql(): string {
  * aggregation: a store converts only the rows that remain after LIMIT.
  */
 function asText(d: ReportDialect, inner: string, withSub: boolean): string {
-  return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${ROLLUP_MEASURES.map((m) => `${d.text(m)} AS ${m}`).join(', ')} FROM (${inner}) r`;
+  const measures = ROLLUP_MEASURES.map((m) => `${d.text(m)} AS ${m}`).join(', ');
+  return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${measures} FROM (${inner}) r`;
 }
 
 async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
