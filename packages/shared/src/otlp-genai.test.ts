@@ -84,6 +84,31 @@ describe('usage into disjoint buckets', () => {
   });
 });
 
+describe("input that already leaves out the cache, known from the span's source", () => {
+  // What OpenLLMetry's Anthropic instrumentation sends: Anthropic's own input_tokens (fresh input only) and a
+  // total of input + output. Fresh input larger than the cache, so the sizes alone would subtract the cache.
+  const anthropic = [
+    s('gen_ai.system', 'Anthropic'),
+    s('gen_ai.request.model', 'claude-sonnet-4-20250514'),
+    n('gen_ai.usage.prompt_tokens', 5000),
+    n('gen_ai.usage.cache_read_input_tokens', 1200),
+    n('gen_ai.usage.cache_creation_input_tokens', 300),
+    n('gen_ai.usage.completion_tokens', 400),
+    n('llm.usage.total_tokens', 5400),
+  ];
+  const from = (scope: string) =>
+    mapExportRequest({ resourceSpans: [{ scopeSpans: [{ scope: { name: scope, version: '0.14.0' }, spans: [span(anthropic)] }] }] }).traces[0]?.spans[0]?.usage;
+
+  it("keeps OpenLLMetry's Anthropic input whole (JS and Python scopes)", () => {
+    for (const scope of ['@traceloop/instrumentation-anthropic', 'opentelemetry.instrumentation.anthropic'])
+      expect(from(scope), scope).toMatchObject({ inputTokens: 5000, cachedInputTokens: 1200, cacheWriteInputTokens: 300, outputTokens: 400 });
+  });
+
+  it('subtracts the cache for a source that counts it inside the input', () => {
+    expect(from('@traceloop/instrumentation-openai')).toMatchObject({ inputTokens: 3500, cachedInputTokens: 1200, cacheWriteInputTokens: 300 });
+  });
+});
+
 describe('span fields', () => {
   it.each([
     ['chat', 'llm'],
@@ -206,7 +231,7 @@ describe('limits: cut, never refused', () => {
 });
 
 describe('trace fields', () => {
-  it('names the trace after its root span, else the service; reads agent, session and customer', () => {
+  it('names the trace after its root span, never after the service; reads agent, session and customer', () => {
     const root = span([s('gen_ai.agent.name', 'planner'), s('session.id', 'sess'), s('enduser.id', 'cust')], { name: 'root op' });
     const child = span([], { parentSpanId: root.spanId ?? null });
     const r = mapExportRequest({ resourceSpans: [{ resource: { attributes: [s('service.name', 'svc')] }, scopeSpans: [{ spans: [child, root] }] }] });
@@ -217,8 +242,11 @@ describe('trace fields', () => {
       customer: { id: 'cust' },
       metadata: { 'service.name': 'svc' },
     });
-    expect(one([], { parentSpanId: Buffer.alloc(8, 9) }).trace.traceName).toBe('svc');
-    expect(one([], { parentSpanId: Buffer.alloc(8, 9) }, []).trace.traceName).toBe('unknown_service');
+    // Children exported before their root: no name yet (the store learns it from the root's request).
+    const orphan = one([], { parentSpanId: Buffer.alloc(8, 9) }).trace;
+    expect(orphan.traceName).toBe('');
+    expect(orphan.metadata).toMatchObject({ 'service.name': 'svc' });
+    expect(one([], { parentSpanId: Buffer.alloc(8, 9) }, []).trace.traceName).toBe('');
   });
 
   it('reads customer and session from configured attribute names, on the span or its resource', () => {

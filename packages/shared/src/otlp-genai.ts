@@ -18,6 +18,7 @@ import {
   USAGE_KEY_SET,
 } from './otlp/conventions/index.js';
 import { fit, MetadataBuilder, TRUNCATED_KEY } from './otlp/limits.js';
+import type { SpanSource } from './otlp/convention.js';
 import { DEFAULT_OTLP_MAPPING, type MappedTraces, type OtlpEvent, type OtlpExportRequest, type OtlpMappingOptions, type OtlpSpan } from './otlp/types.js';
 
 /**
@@ -84,7 +85,7 @@ function providerOf(a: Attrs): string | undefined {
  * writes, or the total equals input + cache + output, the input count is
  * taken as already exclusive. The same for output smaller than reasoning.
  */
-export function usageOf(a: Pick<Attrs, 'count'>): Usage | undefined {
+export function usageOf(a: Pick<Attrs, 'count'>, source?: SpanSource): Usage | undefined {
   const input = a.count(USAGE_KEYS.input);
   const output = a.count(USAGE_KEYS.output);
   const read = a.count(USAGE_KEYS.cacheRead) ?? 0;
@@ -95,7 +96,8 @@ export function usageOf(a: Pick<Attrs, 'count'>): Usage | undefined {
   const u: Usage = {};
   const cache = read + write;
   if (input !== undefined) {
-    const exclusive = input < cache || (cache > 0 && total !== undefined && total === input + cache + (output ?? 0));
+    const declared = source === undefined ? undefined : CONVENTIONS.map((c) => c.inputExcludesCache?.(source)).find((v) => v !== undefined);
+    const exclusive = declared ?? (input < cache || (cache > 0 && total !== undefined && total === input + cache + (output ?? 0)));
     u.inputTokens = exclusive ? input : input - cache;
   }
   if (read > 0) u.cachedInputTokens = read;
@@ -167,7 +169,7 @@ interface SpanOutcome {
   isRoot: boolean;
 }
 
-function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOutcome {
+function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs, scope: { name: string; version: string }): SpanOutcome {
   const tid = s.traceId;
   const sid = s.spanId;
   const traceId = hex(tid);
@@ -205,7 +207,7 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs): SpanOu
   if (model !== undefined) span.modelId = fit(model, SPAN_TEXT.modelId[1], 'modelId', truncated);
   if (provider !== undefined) span.provider = fit(provider, SPAN_TEXT.provider[1], 'provider', truncated);
   const wrapper = CONVENTIONS.some((c) => c.isWrapper?.(a) === true);
-  const usage = wrapper ? undefined : usageOf(a);
+  const usage = wrapper ? undefined : usageOf(a, { scopeName: scope.name, scopeVersion: scope.version, provider: span.provider });
   if (usage !== undefined) span.usage = usage;
 
   const ttft = TTFT_KEYS.map((k) => a.get(k)).find((v) => v !== undefined);
@@ -284,8 +286,9 @@ export function mapExportRequest(req: OtlpExportRequest, opts: OtlpMappingOption
     const resource = attrs(rs.resource?.attributes);
     const byTrace = new Map<string, Group>();
     for (const ss of rs.scopeSpans ?? []) {
+      const scope = { name: ss.scope?.name ?? '', version: ss.scope?.version ?? '' };
       for (const s of ss.spans ?? []) {
-        const r = mapSpan(s, opts, resource);
+        const r = mapSpan(s, opts, resource, scope);
         if (r.span === undefined) {
           rejected++;
           const why = `span ${hex(s.spanId) || '(no id)'} of trace ${r.traceId || '(no id)'}: ${r.reject ?? 'invalid'}`;
@@ -312,8 +315,10 @@ export function mapExportRequest(req: OtlpExportRequest, opts: OtlpMappingOption
   const traces: Trace[] = [];
   for (const g of groups) {
     const truncated: string[] = [];
-    // A name set for the trace wins over the root span's name, which wins over the service's.
-    const name = g.traceName || rootNames.get(g.traceId) || g.resource.str('service.name') || 'unknown_service';
+    // A name set for the trace wins over the root span's name. Without either (children exported before
+    // their root) the name stays empty: the store takes the trace's name from the request that brings one,
+    // while the service's name stays in the metadata, never posing as the trace's.
+    const name = g.traceName || rootNames.get(g.traceId) || '';
     const base: Omit<Trace, 'spans'> = { traceId: g.traceId, traceName: fit(name, TRACE_TEXT.traceName[1], 'traceName', truncated) };
     if (g.agentName !== undefined) base.agentName = fit(g.agentName, TRACE_TEXT.agentName[1], 'agentName', truncated);
     if (g.session !== undefined) base.sessionId = fit(g.session, TRACE_TEXT.sessionId[1], 'sessionId', truncated);

@@ -39,4 +39,20 @@ export interface Convention {
   providerOf?(a: Attrs): { value: string | undefined } | undefined;
   /** A span that repeats the summed usage of its children: stored with its counts in metadata and unpriced. */
   isWrapper?(a: Attrs): boolean;
+  /**
+   * Whether the span's input count already leaves out cache reads and writes
+   * (a provider's native count copied as is), decided from where the span
+   * comes from: its instrumentation scope and provider. Undefined: this family
+   * does not know, and the counts' sizes decide.
+   */
+  inputExcludesCache?(source: SpanSource): boolean | undefined;
+}
+
+/** What a span says about where it comes from. */
+export interface SpanSource {
+  /** The instrumentation scope's name and version (e.g. `@traceloop/instrumentation-anthropic`, `0.14.0`). */
+  scopeName: string;
+  scopeVersion: string;
+  /** The provider as mapped (`anthropic`, `openai`, ...). */
+  provider: string | undefined;
 }

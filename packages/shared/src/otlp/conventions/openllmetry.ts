@@ -18,4 +18,11 @@ export const openllmetry: Convention = {
     const kind = a.str('traceloop.span.kind');
     return kind === 'workflow' || kind === 'task' || kind === 'agent';
   },
+  // Its Anthropic instrumentations (JS and Python) copy Anthropic's own input_tokens, which counts neither
+  // cache reads nor writes, and a total of input + output: the sizes cannot tell, the scope can.
+  inputExcludesCache(source) {
+    return ANTHROPIC_SCOPES.has(source.scopeName) ? true : undefined;
+  },
 };
+
+const ANTHROPIC_SCOPES = new Set(['@traceloop/instrumentation-anthropic', 'opentelemetry.instrumentation.anthropic']);
