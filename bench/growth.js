@@ -10,7 +10,7 @@
 //   - every `usage --by` grouping over 90 days, through the running server's admin socket (what
 //     `trace-ingest usage` calls, without the CLI's ~0.3 s of start-up);
 //   - every console endpoint over 90 days, and one trace's waterfall, over HTTP;
-//   - `trace-ingest reprice` of one month (the CLI process, server stopped): time and peak RSS;
+//   - `trace-ingest reprice` of the 30 days before the newest span (the CLI process, server stopped): time and peak RSS;
 //   - the server's RSS after the reads, and the store's bytes on disk.
 // Times are medians of 3. Nothing is asserted; the table goes to stdout and the figures to
 // bench/results/growth-<timestamp>.json.
@@ -178,7 +178,6 @@ async function main() {
 
   const end = Math.floor(Date.now() / DAY) * DAY;
   const from = end - 90 * DAY;
-  const monthFrom = end - 30 * DAY;
   const rand = prng(42);
   // Beyond the last checkpoint: the 20 inserts measured there.
   const total = o.rows.at(-1) + 21 * o.batch;
@@ -186,6 +185,8 @@ async function main() {
   let store = await openStore();
   let stored = 0;
   let sampleTrace = '';
+  // The start of the newest trace stored: the month repriced is the 30 days before it.
+  let lastStart = 0;
   const results = [];
   const loadStart = performance.now();
 
@@ -196,7 +197,8 @@ async function main() {
     while (n < o.batch && stored + n < total) {
       const { value: trace, done } = source.next();
       if (done) break;
-      if (sampleTrace === '' && stored > total / 2) sampleTrace = trace.traceId;
+      if (sampleTrace === '' && stored > o.batch) sampleTrace = trace.traceId;
+      lastStart = trace.spans[0].startTime;
       for (const r of payloadToRows({ version: 'v1', traces: [trace] }, { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() }, price)) {
         lines.push(encodeRow(r));
         n++;
@@ -244,7 +246,7 @@ async function main() {
     const t0 = performance.now();
     const child = spawn(
       process.execPath,
-      [CLI, 'reprice', '--org', 'bench', '--from', new Date(monthFrom).toISOString().slice(0, 10), '--to', new Date(end).toISOString().slice(0, 10)],
+      [CLI, 'reprice', '--org', 'bench', '--from', new Date(lastStart - 30 * DAY).toISOString(), '--to', new Date(lastStart + 1).toISOString()],
       { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] },
     );
     const rss = rssSampler(child.pid, 20);
