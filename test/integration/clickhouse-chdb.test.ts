@@ -13,6 +13,7 @@ import {
   unquoteCosts,
   type ClickHouseExecutor,
 } from '@trace-ingest/store/clickhouse';
+import { replacement, weighted } from '@trace-ingest/store/clickhouse-rollups';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
@@ -115,9 +116,11 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
   });
 
   it('applies the migrations, and again, with the same runner as the server', async () => {
-    expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual(['0001_spans']);
+    expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual(['0001_spans', '0002_rollups']);
     expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
-    expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version', 'CSV').trim()).toBe('"0001_spans",1');
+    expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version ORDER BY version', 'CSV').trim()).toBe(
+      '"0001_spans",1\n"0002_rollups",1',
+    );
     expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
       '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',
     );
@@ -174,5 +177,42 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       'JSONEachRow',
     );
     expect(JSON.parse(meta)).toEqual({ span_metadata: [['k', "it's"]], trace_metadata: [['env', 'prod']] });
+  });
+
+  it('keeps the rollup views exact on a current engine: a span added once, then moved by its weighted copy', () => {
+    const t: Trace = { traceId: 'chdb-rollup', customer: { id: 'cust-a' }, spans: [span({ usage: { inputTokens: 10, outputTokens: 4 } }), span()] };
+    const costs: SpanCosts = { ...UNPRICED, input_cost: '0.25', total_cost: '0.25', priced: true, price_source: 'catalog:x' };
+    const rows = rowsOf(t, costs, 10);
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.map((r) => weighted(r, 1)).join('\n')}`);
+    // The first span repriced and moved to another customer, as the store writes it: its stored copy weighted -1, then the new version.
+    const [first] = rows;
+    if (first === undefined) throw new Error('no row');
+    const moved = replacement(first, { ...first, customer_id: 'cust-b', input_cost: '1', total_cost: '1' }, 20);
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${moved.join('\n')}`);
+    const byCustomer = () =>
+      session
+        .query(
+          'SELECT customer_id, sum(spans), sum(input_tokens), toString(sum(total_cost)) FROM usage_daily ' +
+            "WHERE customer_id IN ('cust-a', 'cust-b') GROUP BY customer_id ORDER BY customer_id",
+          'CSV',
+        )
+        .trim();
+    const scan = () =>
+      session
+        .query(
+          'SELECT customer_id, count(), sum(input_tokens), toString(sum(total_cost)) FROM spans FINAL ' +
+            "WHERE trace_id = 'chdb-rollup' GROUP BY customer_id ORDER BY customer_id",
+          'CSV',
+        )
+        .trim();
+    expect(byCustomer()).toBe(scan());
+    expect(byCustomer()).toBe('"cust-a",1,0,"0.25"\n"cust-b",1,10,"1"');
+    const traces = () => session.query("SELECT sumMerge(spans), toString(sumMerge(total_cost)) FROM traces WHERE trace_id = 'chdb-rollup'", 'CSV').trim();
+    expect(traces()).toBe('2,"1.25"');
+    session.query('OPTIMIZE TABLE usage_daily FINAL');
+    session.query('OPTIMIZE TABLE traces FINAL');
+    session.query('OPTIMIZE TABLE spans FINAL');
+    expect(byCustomer()).toBe(scan());
+    expect(traces()).toBe('2,"1.25"');
   });
 });

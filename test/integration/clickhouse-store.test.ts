@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
 import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
-import { applyClickHouseMigrations, bindParams, ClickHouseSpanStore, unquoteCosts } from '@trace-ingest/store/clickhouse';
+import { applyClickHouseMigrations, bindParams, ClickHouseSpanStore, loadClickHouseMigrations, unquoteCosts } from '@trace-ingest/store/clickhouse';
 import { createSpanStore } from '@trace-ingest/store/open-stores';
 import { SpanStoreRejectedError, SpanStoreSchemaError } from '@trace-ingest/store/span-store';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
@@ -96,7 +96,9 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
     });
     await s.start();
-    expect(infos).toEqual([{ obj: expect.objectContaining({ database: fresh, applied: ['0001_spans'] }) as unknown, msg: 'ClickHouse migrations applied' }]);
+    expect(infos).toEqual([
+      { obj: expect.objectContaining({ database: fresh, applied: ['0001_spans', '0002_rollups'] }) as unknown, msg: 'ClickHouse migrations applied' },
+    ]);
   });
 
   it('applies the migrations once: again, and from several instances at once, changes nothing', async () => {
@@ -112,9 +114,15 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       await c.close();
     }
     const versions = await store.query('SELECT version, count() AS n FROM schema_migrations FINAL GROUP BY version ORDER BY version');
-    expect(versions).toEqual([{ version: '0001_spans', n: 1 }]);
+    expect(versions).toEqual([
+      { version: '0001_spans', n: 1 },
+      { version: '0002_rollups', n: 1 },
+    ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
-    expect(cols.map((c2) => c2.name).filter((n) => n !== 'trace_metadata' && n !== 'span_metadata')).toEqual(SPAN_COLUMNS.map(([n]) => n));
+    // Beside the rows' columns: the derived metadata pairs and the rollups' weight (see 0002_rollups).
+    expect(cols.map((c2) => c2.name).filter((n) => n !== 'trace_metadata' && n !== 'span_metadata' && n !== 'rollup_weight')).toEqual(
+      SPAN_COLUMNS.map(([n]) => n),
+    );
   });
 
   it('migrates a fresh database from several replicas starting at once', async () => {
@@ -123,7 +131,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(1);
+      expect(r?.v).toBe(2);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -136,10 +144,12 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     const c = client(old);
     try {
       await c.command({ query: 'CREATE TABLE schema_migrations (version String, applied_at DateTime) ENGINE = MergeTree ORDER BY version' });
+      const [first] = await loadClickHouseMigrations();
+      for (const query of first?.statements ?? []) await c.command({ query, clickhouse_settings: { allow_experimental_low_cardinality_type: 1 } });
       await c.command({ query: "INSERT INTO schema_migrations VALUES ('0001_spans', now())" });
       const warnings: object[] = [];
       const logger = { warn: (o: object) => warnings.push(o), info: () => undefined };
-      expect(await applyClickHouseMigrations(c, old, logger)).toEqual([]);
+      expect(await applyClickHouseMigrations(c, old, logger)).toEqual(['0002_rollups']);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {
       await c.close();

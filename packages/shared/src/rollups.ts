@@ -93,15 +93,31 @@ export const TRACE_EXTRA = [
 
 /** How each store spells what the rollups need. */
 export interface RollupDialect {
-  /** The unpriced-span indicator of one row (1 or 0). */
+  /** The count of one span, typed as the spans column (ClickHouse's views insert no conversion). */
+  one: string;
+  /**
+   * A column of `spans` every measure is multiplied by, when the store takes
+   * shares back by writing rows: ClickHouse writes a span's new version in
+   * the same insert as a copy of its old one weighted -1, so the views move
+   * the rollups atomically (a ClickHouse insert block is all or nothing).
+   */
+  weight?: string;
+  /** The unpriced-span indicator of one row (1 or 0), typed likewise. */
   unpricedFlag: string;
+  /**
+   * An aggregate of the `traces` table as written: plain in DuckDB, a state
+   * (`sumState`, `minState`) in ClickHouse's AggregatingMergeTree.
+   */
+  traceAgg(fn: 'sum' | 'min' | 'max', expr: string): string;
+  /** The same aggregate as read back (`sumMerge` in ClickHouse). */
+  traceMerge(fn: 'sum' | 'min' | 'max', expr: string): string;
   /** `s` zero-padded on the left to n characters. */
   lpad(expr: string, n: number): string;
   /** Text from a 1-based position to the end. */
   substrFrom(expr: string, from: number): string;
   /** A number as text. */
   text(expr: string): string;
-  /** A candidate's value when nothing is set: NULL in DuckDB ('' in ClickHouse, which skips it with minIf). */
+  /** A candidate when nothing is set, which min passes over: NULL in DuckDB, '~' (after every digit) in ClickHouse. */
   none: string;
 }
 
@@ -122,16 +138,16 @@ export function candidateValueSql(d: RollupDialect, candidate: string): string {
 
 /** One measure's value for one span row. */
 export function measureSql(d: RollupDialect, m: Measure): string {
-  return m.kind === 'one' ? '1' : m.kind === 'unpriced' ? d.unpricedFlag : m.name;
+  const v = m.kind === 'one' ? d.one : m.kind === 'unpriced' ? d.unpricedFlag : m.name;
+  return d.weight === undefined ? v : `${v} * ${d.weight}`;
 }
 
 /**
- * The aggregate columns of one insert's span rows, `sign` 1 to add them and
- * -1 to take them back. Rendered in one select for both tables: keys, then
- * measures, then (traces) extras and candidates.
+ * The aggregate columns of span rows, `sign` 1 to add them and -1 to take
+ * them back, with `agg` the aggregate as the target table takes it.
  */
-export function measureAggregates(d: RollupDialect, sign: 1 | -1): string[] {
-  return MEASURES.map((m) => `${sign === 1 ? '' : '-'}sum(${measureSql(d, m)}) AS ${m.name}`);
+export function measureAggregates(d: RollupDialect, sign: 1 | -1, agg: (fn: 'sum', expr: string) => string = (fn, e) => `${fn}(${e})`): string[] {
+  return MEASURES.map((m) => `${agg('sum', sign === 1 ? measureSql(d, m) : `-(${measureSql(d, m)})`)} AS ${m.name}`);
 }
 
 /** The select that adds (or takes back) span rows from `source` into usage_daily. */
@@ -147,10 +163,11 @@ export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, wh
  */
 export function traceDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = ''): string {
   const keys = TRACE_KEYS.join(', ');
-  const extras = TRACE_EXTRA.map((e) => `${e.agg}(${e.expr}) AS ${e.name}`);
-  const cands = TRACE_FIELDS.map((f) => (sign === 1 ? `min(${candidateSql(d, f)}) AS ${f.candidate}` : `${d.none} AS ${f.candidate}`));
+  const extras = TRACE_EXTRA.map((e) => `${d.traceAgg(e.agg, e.expr)} AS ${e.name}`);
+  const cands = TRACE_FIELDS.map((f) => `${d.traceAgg('min', sign === 1 ? candidateSql(d, f) : d.none)} AS ${f.candidate}`);
   const filter = where === '' ? '' : ` WHERE ${where}`;
-  return `SELECT ${keys}, ${measureAggregates(d, sign).join(', ')}, ${extras.join(', ')}, ${cands.join(', ')} FROM ${source}${filter} GROUP BY ${keys}`;
+  const measures = measureAggregates(d, sign, d.traceAgg);
+  return `SELECT ${keys}, ${measures.join(', ')}, ${extras.join(', ')}, ${cands.join(', ')} FROM ${source}${filter} GROUP BY ${keys}`;
 }
 
 /** Every column of usage_daily, in table order. */
@@ -165,7 +182,10 @@ export const TRACE_COLUMNS: readonly string[] = [
 
 /** The DuckDB spelling. */
 export const DUCKDB_ROLLUP: RollupDialect = {
+  one: '1',
   unpricedFlag: "CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END",
+  traceAgg: (fn, e) => `${fn}(${e})`,
+  traceMerge: (fn, e) => `${fn}(${e})`,
   lpad: (e, n) => `lpad(${e}, ${n}, '0')`,
   substrFrom: (e, from) => `substr(${e}, ${from})`,
   text: (e) => `CAST(${e} AS VARCHAR)`,
@@ -174,9 +194,13 @@ export const DUCKDB_ROLLUP: RollupDialect = {
 
 /** The ClickHouse spelling (18.16 and current servers). */
 export const CLICKHOUSE_ROLLUP: RollupDialect = {
-  unpricedFlag: "if(priced = 0 AND model_id != '', 1, 0)",
+  one: 'toInt64(1)',
+  weight: 'rollup_weight',
+  unpricedFlag: "toInt64(if(priced = 0 AND model_id != '', 1, 0))",
+  traceAgg: (fn, e) => `${fn}State(${e})`,
+  traceMerge: (fn, e) => `${fn}Merge(${e})`,
   lpad: (e, n) => `concat(substring('${'0'.repeat(RANK_DIGITS)}', 1, ${n} - length(${e})), ${e})`,
   substrFrom: (e, from) => `substring(${e}, ${from})`,
   text: (e) => `toString(${e})`,
-  none: "''",
+  none: "'~'",
 };

@@ -60,3 +60,6 @@ export const INCORRECT_DATA = 117;
 export const DATABASE_EXISTS = 82;
 /** READONLY: a write refused under readonly=2. */
 export const READONLY = 164;
+
+/** ILLEGAL_COLUMN: also how 18.16 says an ADD COLUMN lost a race ("column with this name already exists"). */
+export const ILLEGAL_COLUMN = 44;

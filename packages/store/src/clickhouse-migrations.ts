@@ -1,4 +1,4 @@
-import { ALREADY_EXISTS_CODES, clickHouseErrorCode } from './clickhouse-errors.js';
+import { ALREADY_EXISTS_CODES, clickHouseErrorCode, ILLEGAL_COLUMN } from './clickhouse-errors.js';
 import { bindParams } from './clickhouse-sql.js';
 import { serverRules } from './clickhouse-versions.js';
 import { loadMigrationFiles, type MigrationFile } from './migration-files.js';
@@ -52,7 +52,7 @@ export async function applyClickHouseMigrations(client: ClickHouseExecutor, data
       await client.command({ query: stmt, clickhouse_settings: rules.ddlSettings });
     } catch (e) {
       const code = clickHouseErrorCode(e, rules.typedErrors);
-      if (code === undefined || !ALREADY_EXISTS_CODES.has(code)) throw e;
+      if (code === undefined || !(ALREADY_EXISTS_CODES.has(code) || (code === ILLEGAL_COLUMN && /already exists/.test(String(e))))) throw e;
     }
   };
   await run(MIGRATIONS_TABLE_DDL);

@@ -5,8 +5,8 @@ import { unquoteCosts } from './clickhouse-lines.js';
 import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickhouse-migrations.js';
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
-import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
-import { reportDialect, storedToRow } from './reports.js';
+import type { SpanRow } from '@trace-ingest/shared/rows';
+import { replacement, resolvedFields, spansToMove, storedSpans, unstoredRows, weighted, withFields } from './clickhouse-rollups.js';
 import {
   chunksOf,
   type CostChange,
@@ -42,6 +42,44 @@ interface Endpoint {
 
 const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
 
+/** Whether a parsed line names its span and times as the canonical form does. */
+function identified(r: SpanRow): boolean {
+  return (
+    typeof r.org_id === 'string' &&
+    typeof r.trace_id === 'string' &&
+    typeof r.span_id === 'string' &&
+    typeof r.parent_span_id === 'string' &&
+    Number.isSafeInteger(r.start_time) &&
+    Number.isSafeInteger(r.received_at)
+  );
+}
+
+function rawLines(lines: Lines): string[] {
+  return chunksOf(lines).flatMap((c) =>
+    c
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l !== ''),
+  );
+}
+
+/** The rows of canonical lines (a line the store cannot read is refused whole, as the server would refuse it). */
+function parseRows(lines: Lines, rowCount: number): SpanRow[] {
+  const rows: SpanRow[] = [];
+  if (rowCount === 0) return rows;
+  for (const chunk of chunksOf(lines)) {
+    for (const line of chunk.toString('utf8').split('\n')) {
+      if (line === '') continue;
+      try {
+        rows.push(JSON.parse(line) as SpanRow);
+      } catch (e) {
+        throw new SpanStoreRejectedError(`a row is not JSON: ${(e as Error).message}`, { cause: e });
+      }
+    }
+  }
+  return rows;
+}
+
 function parseUrl(raw: string): Endpoint {
   const u = new URL(raw);
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`CLICKHOUSE_URL must be http(s)://, got ${u.protocol}`);
@@ -58,7 +96,7 @@ function parseUrl(raw: string): Endpoint {
  */
 export class ClickHouseSpanStore implements SpanStore {
   readonly kind = 'clickhouse';
-  readonly rollups = false;
+  readonly rollups = true;
   readonly database: string;
   private readonly endpoint: Endpoint;
   private client: ClickHouseClient | undefined;
@@ -128,11 +166,77 @@ export class ClickHouseSpanStore implements SpanStore {
     if (!r.success) throw r.error;
   }
 
+  /**
+   * Stores the spans not stored yet, with their traces' fields resolved, and
+   * moves stored spans of those traces whose fields changed (see
+   * clickhouse-rollups.ts): one insert, so the rollups' views see it whole.
+   */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
-    const chunks = chunksOf(lines);
-    if (rowCount === 0 || chunks.every((c) => c.length === 0)) return;
-    // Chunks are unquoted one at a time as the request body is sent, so a large
+    const rows = parseRows(lines, rowCount);
+    if (rows.length === 0) return;
+    // Not the canonical form (hand-made lines): the server judges them as they are.
+    if (!rows.every(identified)) return this.insertRaw(rawLines(lines));
+    const run = (sql: string) => this.read(sql);
+    const fresh = await unstoredRows(run, rows);
+    if (fresh.length === 0) return;
+    const fields = await resolvedFields(run, fresh);
+    const moving = await spansToMove(run, fresh, fields);
+    const now = Date.now();
+    const out = withFields(fresh, fields).map((r) => weighted(r, 1));
+    const resolved = withFields(moving, fields);
+    moving.forEach((s, i) => out.push(...replacement(s, resolved[i] as SpanRow, now)));
+    await this.insertRaw(out);
+  }
+
+  /** Rows that replace the stored rows of the same spans (the rollups move with them). */
+  async replaceLines(lines: Lines, rowCount: number): Promise<void> {
+    const rows = parseRows(lines, rowCount);
+    if (rows.length === 0) return;
+    if (!rows.every(identified)) return this.insertRaw(rawLines(lines));
+    const stored = new Map((await storedSpans((sql) => this.read(sql), rows)).map((r) => [spanKey(r), r]));
+    const now = Date.now();
+    const out: string[] = [];
+    for (const r of rows) {
+      const old = stored.get(spanKey(r));
+      if (old === undefined) out.push(weighted(r, 1));
+      else out.push(...replacement(old, r, now));
+    }
+    await this.insertRaw(out);
+  }
+
+  /** New costs for stored spans: each span written again with them, its old share of the rollups taken back in the same insert. */
+  async updateCosts(changes: readonly CostChange[]): Promise<void> {
+    if (changes.length === 0) return;
+    const byKey = new Map(changes.map((c) => [spanKey(c), c]));
+    const now = Date.now();
+    const out: string[] = [];
+    for (const row of await storedSpans((sql) => this.read(sql), changes)) {
+      const c = byKey.get(spanKey(row));
+      if (c === undefined) continue;
+      const { org_id: _o, trace_id: _t, span_id: _s, start_time: _st, ...costs } = c;
+      out.push(...replacement(row, { ...row, ...costs }, now));
+    }
+    await this.insertRaw(out);
+  }
+
+  /** A read on the insert path: a table or column the database lacks is the schema behind (retryable). */
+  private async read(sql: string): Promise<QueryRow[]> {
+    try {
+      return await this.query(sql);
+    } catch (e) {
+      const code = clickHouseErrorCode(e, this.rules.typedErrors);
+      if (code !== undefined && SCHEMA_BEHIND_CODES.has(code)) throw new SpanStoreSchemaError((e as Error).message.split('\n')[0] ?? '', { cause: e });
+      throw e;
+    }
+  }
+
+  /** One JSONEachRow insert of these lines. */
+  private async insertRaw(lines: readonly string[]): Promise<void> {
+    if (lines.length === 0) return;
+    const chunks: Buffer[] = [];
+    // Chunks of lines, unquoted one at a time as the request body is sent, so a large
     // insert never holds the event loop for the whole of it.
+    for (let i = 0; i < lines.length; i += 1000) chunks.push(Buffer.from(lines.slice(i, i + 1000).join('\n') + '\n'));
     const unquote = this.rules.unquoteCosts;
     const body = (function* () {
       for (const c of chunks) yield unquote ? unquoteCosts(c) : c;
@@ -151,40 +255,6 @@ export class ClickHouseSpanStore implements SpanStore {
         throw new SpanStoreRejectedError(`ClickHouse refused the rows: ${(e as Error).message.split('\n')[0] ?? ''}`, { cause: e });
       throw e;
     }
-  }
-
-  async replaceLines(lines: Lines, rowCount: number): Promise<void> {
-    // The replacement rows carry a newer received_at, ReplacingMergeTree's version column.
-    return this.insertLines(lines, rowCount);
-  }
-
-  /** Costs change by writing the whole row again with a newer received_at (ReplacingMergeTree keeps it). */
-  async updateCosts(changes: readonly CostChange[]): Promise<void> {
-    if (changes.length === 0) return;
-    const byKey = new Map(changes.map((c) => [spanKey(c), c]));
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (const c of changes) {
-      lo = Math.min(lo, c.start_time);
-      hi = Math.max(hi, c.start_time);
-    }
-    const d = reportDialect('clickhouse');
-    const columns = SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
-    const keys = changes.map(() => '(?, ?, ?)').join(', ');
-    const stored = await this.query(
-      `SELECT ${columns} FROM spans FINAL WHERE start_time >= ? AND start_time <= ? AND (org_id, trace_id, span_id) IN (${keys})`,
-      [lo, hi, ...changes.flatMap((c) => [c.org_id, c.trace_id, c.span_id])],
-    );
-    const now = Date.now();
-    const lines: string[] = [];
-    for (const r of stored) {
-      const row = storedToRow(r);
-      const c = byKey.get(spanKey(row));
-      if (c === undefined) continue;
-      const { org_id: _o, trace_id: _t, span_id: _s, start_time: _st, ...costs } = c;
-      lines.push(encodeRow({ ...row, ...costs, received_at: Math.max(now, row.received_at + 1) }));
-    }
-    await this.insertLines(Buffer.from(lines.join('\n') + '\n'), lines.length);
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {

@@ -63,7 +63,7 @@ export interface ReportDialect {
   dateLiteral(day: string): string;
   /** A date plus n days. */
   addDays(date: string, n: number): string;
-  /** The sum of a column over the rows meeting a condition. */
+  /** The sum of a `traces` measure over the rows meeting a condition. */
   sumIf(column: string, cond: string): string;
   /** The number of rows meeting a condition. */
   countIf(cond: string): string;
@@ -80,7 +80,7 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))",
         dateLiteral: (day) => `toDate('${day}')`,
         addDays: (e, n) => `addDays(${e}, ${n})`,
-        sumIf: (c, cond) => `sumIf(${c}, ${cond})`,
+        sumIf: (c, cond) => `sumMergeIf(${c}, ${cond})`,
         countIf: (cond) => `countIf(${cond})`,
         rollup: CLICKHOUSE_ROLLUP,
       }
@@ -225,9 +225,12 @@ export function splitRange(from: number, to: number): { days?: { from: string; t
 
 const ROLLUP_MEASURES = ['spans', 'unpriced', ...TOKENS, ...COSTS];
 
-/** Sums of every measure. */
-function sumsSql(): string {
-  return ROLLUP_MEASURES.map((m) => `sum(${m}) AS ${m}`).join(', ');
+/**
+ * Sums of every measure, named s_<measure>: ClickHouse takes an alias equal to
+ * a column for that column everywhere in the query (sum(x) AS x breaks HAVING).
+ */
+function sumsSql(agg: (fn: 'sum', e: string) => string = (fn, e) => `${fn}(${e})`, prefix = ''): string {
+  return ROLLUP_MEASURES.map((m) => `${agg('sum', prefix + m)} AS s_${m}`).join(', ');
 }
 
 /**
@@ -236,7 +239,7 @@ function sumsSql(): string {
  * aggregation: a store converts only the rows that remain after LIMIT.
  */
 function asText(d: ReportDialect, inner: string, withSub: boolean): string {
-  const measures = ROLLUP_MEASURES.map((m) => `${d.text(m)} AS ${m}`).join(', ');
+  const measures = ROLLUP_MEASURES.map((m) => `${d.text(`s_${m}`)} AS ${m}`).join(', ');
   return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${measures} FROM (${inner}) r`;
 }
 
@@ -266,16 +269,16 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
   const d = reportDialect(store.kind);
   if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
     // Per trace with no field to resolve: the rows of the range's days alone.
-    const ranked = f.limit === undefined ? '' : ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
+    const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.rollup.traceMerge('sum', 'total_cost')} DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
     const sql =
-      `SELECT trace_id AS grp, ${sumsSql()} FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-      `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id HAVING sum(spans) <> 0${ranked}`;
+      `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
+      `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id HAVING ${d.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
     return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
   }
   // Day literals come from splitRange (numbers formatted here), never from request text.
   const inRange = `start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
-  const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(d.rollup, `min(${g}_c)`));
-  const measures = ['spans', 'unpriced', ...TOKENS, ...COSTS].map((m) => `${d.sumIf(m, inRange)} AS ${m}`).join(', ');
+  const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(d.rollup, d.rollup.traceMerge('min', `${g}_c`)));
+  const measures = ROLLUP_MEASURES.map((m) => `${d.sumIf(m, inRange)} AS t_${m}`).join(', ');
   const inner =
     `SELECT trace_id, ${field('customer')} AS customer, ${field('session')} AS session, ${field('workflow')} AS workflow, ${measures} ` +
     `FROM traces WHERE org_id = ? AND start_date >= ${d.addDays(d.dateLiteral(days.from), -TRACE_WINDOW_DAYS)} ` +
@@ -285,10 +288,10 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
   const sub = f.then === undefined ? undefined : TRACE_GROUPS[f.then];
   const where = f.customerId === undefined ? '' : ' WHERE customer = ?';
   if (f.customerId !== undefined) params.push(f.customerId);
-  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(t_total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
   const sql =
-    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM (${inner}) t${where} ` +
-    `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
+    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql(undefined, 't_')} FROM (${inner}) t${where} ` +
+    `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(t_spans) <> 0${ranked}`;
   return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
 }
 
@@ -297,7 +300,7 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
   const d = reportDialect(store.kind);
   const { days, edges } = splitRange(f.from, f.to);
   if (store.rollups && f.by === 'trace' && f.traceId === undefined && edges.length === 0 && days !== undefined) {
-    const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, 'min(customer_c)')} = ?`;
+    const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, d.rollup.traceMerge('min', 'customer_c'))} = ?`;
     const [r] = await store.query(
       `SELECT count(*) AS n FROM (SELECT trace_id FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
         `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
@@ -328,7 +331,7 @@ export async function groupLabels(
     const marks = f.groups.map(() => '?').join(', ');
     const out: Record<string, { name: string; customer?: string }> = {};
     if (f.by === 'trace') {
-      const value = (c: string) => candidateValueSql(d.rollup, `min(${c})`);
+      const value = (c: string) => candidateValueSql(d.rollup, d.rollup.traceMerge('min', c));
       const rows = await store.query(
         `SELECT trace_id AS g, ${value('name_c')} AS name, ${value('customer_c')} AS customer FROM traces WHERE org_id = ? ` +
           `AND start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)} ` +
@@ -371,8 +374,12 @@ export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: 
   const params: unknown[] = [f.orgId, f.traceId];
   if (store.rollups) {
     // The trace table says when the trace's spans start, so only those row groups of spans are read.
-    const [t] = await store.query('SELECT min(first_start) AS lo, max(last_start) AS hi FROM traces WHERE org_id = ? AND trace_id = ?', [f.orgId, f.traceId]);
-    if (t === undefined || t.lo === null || t.lo === undefined) return [];
+    const [t] = await store.query(
+      `SELECT ${d.rollup.traceMerge('min', 'first_start')} AS lo, ${d.rollup.traceMerge('max', 'last_start')} AS hi, count() AS n ` +
+        'FROM traces WHERE org_id = ? AND trace_id = ?',
+      [f.orgId, f.traceId],
+    );
+    if (t === undefined || Number(t.n) === 0 || t.lo === null || t.lo === undefined) return [];
     window = ' AND start_time >= ? AND start_time <= ?';
     params.push(Number(t.lo), Number(t.hi));
   }

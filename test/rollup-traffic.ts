@@ -1,0 +1,137 @@
+import { expect } from 'vitest';
+import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
+import { encodeRow, payloadToRows, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import type { Span } from '@trace-ingest/shared/schema';
+import { countGroups, GROUPS, groupLabels, traceSpans, usageReport, type GroupBy } from '../packages/store/src/reports.js';
+import type { SpanStore } from '../packages/store/src/span-store.js';
+import { makePayload, makeSpan, makeTrace } from './factories.js';
+
+/**
+ * Traffic for the rollup tests of every span store, and the check that the
+ * rollups answer every report as a scan of the spans would.
+ */
+
+const DAY = 86_400_000;
+const T0 = Date.parse('2026-10-04T20:00:00Z');
+
+/** A price that depends on the model, so repricing with another changes some spans and not others. */
+export function pricer(perToken: Record<string, string>) {
+  return (span: Span): SpanCosts => {
+    const unit = span.modelId === undefined ? undefined : perToken[span.modelId];
+    if (unit === undefined) return UNPRICED;
+    const input = parseDecimal(unit) * BigInt(span.usage?.inputTokens ?? 0);
+    const output = parseDecimal(unit) * 3n * BigInt(span.usage?.outputTokens ?? 0);
+    return {
+      ...UNPRICED,
+      input_cost: formatDecimal(input),
+      output_cost: formatDecimal(output),
+      total_cost: formatDecimal(input + output),
+      priced: true,
+      price_source: `test:${unit}`,
+    };
+  };
+}
+
+export const firstPrices = { 'gpt-4o': '0.0000025', 'claude-sonnet-4': '0.000003' };
+
+/** A fixed pseudo-random sequence, so a failure can be replayed. */
+function rng(seed: number): () => number {
+  let s = seed;
+  return () => {
+    s = (s * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return s / 2_147_483_648;
+  };
+}
+
+interface Batch {
+  rows: SpanRow[];
+}
+
+/**
+ * Traces as instrumentations send them: children first, the root (which
+ * carries the customer and session) in a later batch or an earlier one,
+ * traces that cross midnight, spans with no model and an unpriced model.
+ */
+export function traffic(seed: number): Batch[] {
+  const rand = rng(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+  const batches: Batch[] = [[], [], [], [], [], []].map(() => ({ rows: [] as SpanRow[] }));
+  const price = pricer(firstPrices);
+  for (let t = 0; t < 60; t++) {
+    const traceId = `trace-${t}`;
+    const start = T0 + Math.floor(rand() * 2.5 * DAY);
+    const customer = t % 7 === 0 ? undefined : { id: `cust-${t % 5}`, name: `Customer ${t % 5}` };
+    const session = t % 3 === 0 ? undefined : `sess-${t % 4}`;
+    const rootFirst = t % 4 === 0;
+    const children = 1 + Math.floor(rand() * 4);
+    const rootSpan = makeSpan({ spanId: `${traceId}-root`, spanType: 'agent', name: 'agent', startTime: start, endTime: start + 60_000 });
+    const childSpans = Array.from({ length: children }, (_, i) =>
+      makeSpan({
+        spanId: `${traceId}-c${i}`,
+        parentSpanId: rootSpan.spanId,
+        spanType: 'llm',
+        name: 'chat',
+        // Some children start hours after the root: the trace crosses midnight.
+        startTime: start + i * (t % 5 === 0 ? 3 * 3_600_000 : 1_000),
+        endTime: start + i * (t % 5 === 0 ? 3 * 3_600_000 : 1_000) + 500,
+        provider: pick(['openai', 'anthropic', 'local']),
+        modelId: pick(['gpt-4o', 'claude-sonnet-4', 'mystery-model']),
+        usage: { inputTokens: 1 + Math.floor(rand() * 5000), outputTokens: Math.floor(rand() * 800) },
+      }),
+    );
+    const root = makeTrace({
+      traceId,
+      traceName: 'support',
+      ...(customer === undefined ? {} : { customer }),
+      ...(session === undefined ? {} : { sessionId: session }),
+    });
+    // The children's requests know nothing of the trace's customer or session.
+    const bare = makeTrace({ traceId, traceName: `child-request-${t}` });
+    const rowsOf = (trace: typeof root, spans: Span[], receivedAt: number) =>
+      payloadToRows(makePayload({ traces: [{ ...trace, spans }] }), { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt }, (s) => price(s));
+    const a = Math.floor(rand() * 3);
+    const b = a + 1 + Math.floor(rand() * 2);
+    const [first, second] = rootFirst ? [a, b] : [b, a];
+    batches[first]?.rows.push(...rowsOf(root, [rootSpan], T0 + first * 1000));
+    batches[second]?.rows.push(...rowsOf(bare, childSpans, T0 + second * 1000));
+  }
+  return batches;
+}
+
+export const buf = (rows: readonly SpanRow[]) => Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
+
+/** The same store read without its rollups: every report from the spans themselves. */
+function scanning(store: SpanStore): SpanStore {
+  return Object.assign(Object.create(store) as SpanStore, { rollups: false });
+}
+
+const GROUPINGS: (readonly [GroupBy, GroupBy?])[] = [
+  ...(Object.keys(GROUPS) as GroupBy[]).map((g) => [g] as const),
+  ['day', 'model'],
+  ['customer', 'day'],
+  ['model', 'provider'],
+  ['customer', 'session'],
+  ['session', 'model'],
+];
+
+export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
+  const scan = scanning(store);
+  const ranges = [
+    { from: Date.parse('2026-10-01T00:00:00Z'), to: Date.parse('2026-10-10T00:00:00Z') },
+    { from: Date.parse('2026-10-05T00:00:00Z'), to: Date.parse('2026-10-06T00:00:00Z') },
+    // Partial days at both edges.
+    { from: Date.parse('2026-10-04T22:30:00Z'), to: Date.parse('2026-10-06T07:15:00Z') },
+  ];
+  for (const range of ranges)
+    for (const [by, then] of GROUPINGS) {
+      const f = { orgId: 'org_a', ...range, by, then };
+      expect(await usageReport(store, f), `${by}${then === undefined ? '' : ` then ${then}`} ${JSON.stringify(range)}`).toEqual(await usageReport(scan, f));
+      expect(await usageReport(store, { ...f, customerId: 'cust-1' })).toEqual(await usageReport(scan, { ...f, customerId: 'cust-1' }));
+    }
+  const whole = { orgId: 'org_a', ...ranges[0]!, by: 'trace' as const };
+  expect(await countGroups(store, whole)).toBe(await countGroups(scan, whole));
+  expect(await usageReport(store, { ...whole, limit: 5 })).toEqual(await usageReport(scan, { ...whole, limit: 5 }));
+  const traces = ['trace-0', 'trace-5', 'trace-13'];
+  expect(await groupLabels(store, { ...whole, groups: traces })).toEqual(await groupLabels(scan, { ...whole, groups: traces }));
+  expect(await traceSpans(store, { orgId: 'org_a', traceId: 'trace-5' })).toEqual(await traceSpans(scan, { orgId: 'org_a', traceId: 'trace-5' }));
+}
