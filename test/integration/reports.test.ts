@@ -90,8 +90,14 @@ for (const store of ['duckdb', 'clickhouse'] as const) {
     });
 
     it('runs read-only SQL and refuses writes', async () => {
-      const [r] = await sql(ctx, store === 'clickhouse' ? 'SELECT count() AS n FROM spans FINAL' : 'SELECT count(*)::INTEGER AS n FROM spans');
-      expect(Number(r?.n)).toBe(4);
+      const { rows, more } = await sql(ctx, store === 'clickhouse' ? 'SELECT count() AS n FROM spans FINAL' : 'SELECT count(*)::INTEGER AS n FROM spans');
+      expect(Number(rows[0]?.n)).toBe(4);
+      expect(more).toBe(false);
+      // A query that returns more than the limit is read only that far, and says so.
+      const big = store === 'clickhouse' ? 'SELECT number FROM system.numbers LIMIT 5000000' : 'SELECT * FROM range(5000000)';
+      const capped = await sql(ctx, big, 3000);
+      expect(capped.rows).toHaveLength(3000);
+      expect(capped.more).toBe(true);
       await expect(sql(ctx, store === 'clickhouse' ? 'DROP TABLE spans' : 'DELETE FROM spans')).rejects.toThrow(/read/i);
       await expect(sql(ctx, 'SELECT 1; SELECT 2')).rejects.toThrow();
     });

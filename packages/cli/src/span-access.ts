@@ -10,7 +10,8 @@ import type { CliContext } from './context.js';
 export interface SpanAccess {
   readonly via: 'server' | 'direct';
   usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]>;
-  sql(sql: string, params?: unknown[]): Promise<QueryRow[]>;
+  /** A read-only query; at most `maxRows` rows are read (the store stops there). */
+  sql(sql: string, params?: unknown[], maxRows?: number): Promise<QueryRow[]>;
   reprice(f: RepriceFilter): Promise<RepriceResult>;
 }
 
@@ -49,8 +50,8 @@ class ServerAccess implements SpanAccess {
   async usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
     return (await request<{ rows: UsageRow[] }>(this.socket, 'POST', '/v1/usage', f)).rows;
   }
-  async sql(sql: string, params: unknown[] = []): Promise<QueryRow[]> {
-    return (await request<{ rows: QueryRow[] }>(this.socket, 'POST', '/v1/query', { sql, params })).rows;
+  async sql(sql: string, params: unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
+    return (await request<{ rows: QueryRow[] }>(this.socket, 'POST', '/v1/query', { sql, params, ...(maxRows === undefined ? {} : { maxRows }) })).rows;
   }
   reprice(f: RepriceFilter): Promise<RepriceResult> {
     return request<RepriceResult>(this.socket, 'POST', '/v1/reprice', f);
@@ -63,8 +64,8 @@ class DirectAccess implements SpanAccess {
   async usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
     return usageReport(await this.ctx.spans(), f);
   }
-  async sql(sql: string, params: unknown[] = []): Promise<QueryRow[]> {
-    return (await this.ctx.spans()).readOnlyQuery(sql, params);
+  async sql(sql: string, params: unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
+    return (await this.ctx.spans()).readOnlyQuery(sql, params, maxRows);
   }
   async reprice(f: RepriceFilter): Promise<RepriceResult> {
     const pricing = await createPricing(await this.ctx.keys(), { catalogFile: this.ctx.config.PRICE_CATALOG_FILE });

@@ -18,7 +18,12 @@ const UsageBody = z.strictObject({
   limit: z.number().int().min(1).max(100_000).optional(),
 });
 const RepriceBody = z.strictObject({ ...Window, model: z.string().optional() });
-const QueryBody = z.strictObject({ sql: z.string().min(1).max(100_000), params: z.array(z.unknown()).max(1000).default([]) });
+const QueryBody = z.strictObject({
+  sql: z.string().min(1).max(100_000),
+  params: z.array(z.unknown()).max(1000).default([]),
+  // A query over a year of spans must not be held whole in the server.
+  maxRows: z.number().int().min(1).max(1_000_001).default(100_000),
+});
 
 function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const r = schema.safeParse(body);
@@ -55,7 +60,7 @@ export class AdminServer {
     app.post('/v1/query', async (req, res) => {
       const b = parse(QueryBody, req.body);
       try {
-        res.json({ rows: await this.spans.readOnlyQuery(b.sql, b.params) });
+        res.json({ rows: await this.spans.readOnlyQuery(b.sql, b.params, b.maxRows) });
       } catch (e) {
         if (e instanceof ReadOnlyQueryError) throw new BadRequestError('TI_ERR_READ_ONLY', e.message);
         if (e instanceof TiError) throw e;

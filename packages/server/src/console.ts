@@ -40,6 +40,8 @@ export interface ConsoleDeps {
 
 const DAY_MS = 86_400_000;
 const MAX_DAYS = 366;
+/** The customers page lists the customers of the largest cost, this many at most. */
+const MAX_CUSTOMERS = 1000;
 const MAX_TRACES = 200;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -154,20 +156,24 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   api.get('/customers', async (req, res) => {
     const q = rangeOf(req);
     const org = await orgOf(res, q.org);
-    const [rows, perDay] = await Promise.all([
-      usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer' }),
+    const [rows, perDay, byDay] = await Promise.all([
+      usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', limit: MAX_CUSTOMERS }),
       usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', then: 'day' }),
+      usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'day' }),
     ]);
+    const shown = new Set(rows.map((r) => r.group));
     const index = new Map(q.days.map((d, i) => [d, i]));
     const daily: Record<string, string[]> = {};
     for (const r of perDay) {
+      if (!shown.has(r.group)) continue;
       const series = (daily[r.group] ??= q.days.map(() => '0'));
       const i = index.get(r.subgroup ?? '');
       if (i !== undefined) series[i] = r.costs.total_cost;
     }
     const labels = await groupLabels(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', groups: rows.map((r) => r.group) });
     const names = Object.fromEntries(Object.entries(labels).map(([id, l]) => [id, l.name]));
-    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, days: q.days, rows, total: usageTotals(rows), daily, names });
+    // The total counts every customer, shown or not (the days add up to it).
+    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, days: q.days, rows, total: usageTotals(byDay), daily, names });
   });
 
   api.get('/models', async (req, res) => {

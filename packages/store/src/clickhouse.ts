@@ -273,11 +273,14 @@ export class ClickHouseSpanStore implements SpanStore {
     }
   }
 
-  async readOnlyQuery(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
+  async readOnlyQuery(sql: string, params: readonly unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
     try {
-      // readonly=2 refuses every write but still lets the client send its output settings.
-      const rs = await this.c().query({ query: bindParams(sql, params), format: 'JSONEachRow', clickhouse_settings: { readonly: '2' } });
-      return await rs.json<QueryRow>();
+      // readonly=2 refuses every write but still lets the client send its output settings; the server stops at maxRows.
+      const limit = maxRows === undefined ? {} : { max_result_rows: String(maxRows), result_overflow_mode: 'break' as const };
+      const rs = await this.c().query({ query: bindParams(sql, params), format: 'JSONEachRow', clickhouse_settings: { readonly: '2', ...limit } });
+      const rows = await rs.json<QueryRow>();
+      // The server stops at a block boundary past the limit.
+      return maxRows === undefined ? rows : rows.slice(0, maxRows);
     } catch (e) {
       if (clickHouseErrorCode(e, this.rules.typedErrors) === READONLY) throw new ReadOnlyQueryError('only queries that read are allowed here');
       throw e;

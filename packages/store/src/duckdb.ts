@@ -473,7 +473,7 @@ export class DuckDbSpanStore implements SpanStore {
     await reopen.catch(() => undefined);
   }
 
-  async readOnlyQuery(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
+  async readOnlyQuery(sql: string, params: readonly unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
     const conn = this.conn('reader');
     const extracted = await conn.extractStatements(sql);
     if (extracted.count !== 1) throw new ReadOnlyQueryError(`give exactly one statement (got ${extracted.count})`);
@@ -482,8 +482,16 @@ export class DuckDbSpanStore implements SpanStore {
       throw new ReadOnlyQueryError('only SELECT (or EXPLAIN) queries are allowed: the span store is read-only here');
     }
     if (params.length > 0) prepared.bind(params as DuckDBValue[]);
-    const reader = await prepared.runAndReadAll();
-    return reader.getRowObjectsJson() as QueryRow[];
+    if (maxRows === undefined) return (await prepared.runAndReadAll()).getRowObjectsJson() as QueryRow[];
+    // Read chunk by chunk (2,048 rows each) and stop at maxRows: the rest is never materialized.
+    const out: QueryRow[] = [];
+    for await (const rows of (await prepared.stream()).yieldRowObjectJson()) {
+      for (const r of rows as QueryRow[]) {
+        if (out.length >= maxRows) return out;
+        out.push(r);
+      }
+    }
+    return out;
   }
 
   async *queryStream(sql: string, params: readonly unknown[] = []): AsyncIterable<QueryRow> {

@@ -50,8 +50,12 @@ export interface SpanStore {
    */
   queryStream(sql: string, params?: readonly unknown[]): AsyncIterable<QueryRow>;
 
-  /** An ad-hoc query from ops: refused with ReadOnlyQueryError unless it only reads. */
-  readOnlyQuery(sql: string, params?: readonly unknown[]): Promise<QueryRow[]>;
+  /**
+   * An ad-hoc query from ops: refused with ReadOnlyQueryError unless it only
+   * reads. With `maxRows`, the store stops reading there (memory stays bounded
+   * whatever the query returns).
+   */
+  readOnlyQuery(sql: string, params?: readonly unknown[], maxRows?: number): Promise<QueryRow[]>;
 
   /**
    * Writes rows (canonical lines) that replace the stored rows with the same

@@ -73,8 +73,14 @@ export async function whereSpansAre(ctx: CliContext, orgId: string): Promise<str
   return `no spans in this range; the org's ${n} span(s) started from ${day(r?.first)} to ${day(r?.last)} (give --from/--to or --month)`;
 }
 
-export async function sql(ctx: CliContext, query: string): Promise<QueryRow[]> {
-  return (await openSpanAccess(ctx)).sql(query);
+/**
+ * A read-only query, at most `limit` rows of it: a query over a year of spans
+ * must not hold them all in this process (or the server's). `more` says rows
+ * were left out.
+ */
+export async function sql(ctx: CliContext, query: string, limit = 10_000): Promise<{ rows: QueryRow[]; more: boolean }> {
+  const rows = await (await openSpanAccess(ctx)).sql(query, [], limit + 1);
+  return { rows: rows.slice(0, limit), more: rows.length > limit };
 }
 
 export async function repriceSpans(

@@ -100,12 +100,15 @@ export function registerReports(program: Command, run: Runner): void {
   program
     .command('sql <query>')
     .description('run a read-only query on the span store (writes are refused); works while the server runs')
+    .option('--limit <n>', 'at most n rows (the rest is left out, and said so)', '10000')
     .option('--json', 'print JSON')
-    .action((query: string, o: { json?: boolean }) =>
+    .action((query: string, raw: Record<string, unknown>) =>
       run(async (ctx, out) => {
-        const rows = await sql(ctx, query);
+        const o = parseOptions(z.object({ limit: z.coerce.number().int().min(1).max(1_000_000), json: z.boolean().optional() }), raw);
+        const { rows, more } = await sql(ctx, query, o.limit);
         if (o.json === true) printJson(out, rows);
         else printTable(out, rows, Object.keys(rows[0] ?? {}));
+        if (more) out.err(`only the first ${o.limit} rows are shown: add a LIMIT or an aggregate to the query, or raise --limit`);
       }),
     );
   program
