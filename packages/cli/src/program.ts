@@ -4,6 +4,7 @@ import { loadConfig } from '@trace-ingest/shared/config';
 import { doctor } from './actions/doctor.js';
 import { migrate } from './actions/migrate.js';
 import { serve } from './actions/serve.js';
+import { registerBudgets } from './commands/budgets.js';
 import { registerConsole } from './commands/console.js';
 import { registerKeys } from './commands/keys.js';
 import { registerOrgs } from './commands/orgs.js';
@@ -110,6 +111,7 @@ export function buildProgram(deps: ProgramDeps): Command {
   registerPrices(program, run);
   registerReports(program, run);
   registerConsole(program, run);
+  registerBudgets(program, run);
   return program;
 }
 

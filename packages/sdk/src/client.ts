@@ -4,6 +4,24 @@ import { classify, DEFAULT_RETRY, nextDelay, type RetryOptions } from './retry.j
 import { Trace, type SpanSink, type TraceStart } from './trace.js';
 import type { SpanV1, TraceHeaderV1, TraceV1 } from './types.js';
 
+/** A budget as GET /v1/budget reports it: USD as exact decimal strings (null: no budget set). */
+export interface BudgetStatus {
+  budgetUsd: string | null;
+  spentUsd: string;
+  remainingUsd: string | null;
+  /** Alert percentages this month's spend has reached. */
+  crossed: number[];
+}
+
+export interface BudgetAnswer {
+  /** The UTC month, YYYY-MM. */
+  month: string;
+  org: BudgetStatus;
+  customer?: BudgetStatus & { id: string };
+  /** When the server last read the spend (epoch ms); spans count once stored, within seconds. */
+  asOf: number;
+}
+
 /** What went wrong, handed to `onError`; the SDK never throws into the application. */
 export class TraceIngestError extends Error {
   override readonly name = 'TraceIngestError';
@@ -267,6 +285,33 @@ export class TraceIngest implements SpanSink {
    * Sends everything queued. Resolves true when the queue is empty, false when
    * `timeoutMs` passed first (sending continues in the background). Never rejects.
    */
+  /**
+   * This UTC month's budget and spend of the org and, given one, of a
+   * customer (GET /v1/budget): exact decimal USD as strings, and the alert
+   * percentages crossed. Advisory: spans are priced after the model call, so
+   * the application decides whether to refuse the next one. Resolves
+   * undefined when the server cannot say (reported to onError), never throws.
+   */
+  async budget(customer?: string): Promise<BudgetAnswer | undefined> {
+    if (this.apiKey === undefined) {
+      this.report(new TraceIngestError('no API key: pass apiKey or set TRACE_INGEST_API_KEY', 'SDK_NO_API_KEY', 0));
+      return undefined;
+    }
+    const url = `${this.baseUrl}/v1/budget${customer === undefined ? '' : `?customer=${encodeURIComponent(customer)}`}`;
+    try {
+      const res = await this.fetchFn(url, { headers: { authorization: `Bearer ${this.apiKey}` }, signal: AbortSignal.timeout(this.requestTimeoutMs) });
+      const body = (await res.json().catch(() => undefined)) as (BudgetAnswer & { error?: string; code?: string }) | undefined;
+      if (!res.ok || body === undefined) {
+        this.report(new TraceIngestError(body?.error ?? `GET /v1/budget answered ${res.status}`, body?.code ?? 'SDK_BUDGET', 0, res.status));
+        return undefined;
+      }
+      return body;
+    } catch (e) {
+      this.report(new TraceIngestError(`GET /v1/budget failed: ${e instanceof Error ? e.message : String(e)}`, 'SDK_NETWORK', 0));
+      return undefined;
+    }
+  }
+
   flush(timeoutMs: number = this.flushTimeoutMs): Promise<boolean> {
     const drained = (async () => {
       while (this.queue.spans > 0 || this.pumping !== undefined) {

@@ -3,6 +3,8 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from 'pino';
 import { BadRequestError, InternalError, MethodNotAllowedError, NotFoundError, otlpAnswer, TiError, refusalReason } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
+import { CUSTOMER_TEXT } from '@trace-ingest/shared/fields';
+import type { BudgetAnswer } from './budgets.js';
 import { ingestHandler } from './ingest.js';
 import type { Metrics } from './metrics.js';
 import { otlpTracesHandler, type OtlpDeps } from './otlp.js';
@@ -11,11 +13,13 @@ import { OTLP_TRACES_PATH, requestFormat, type OtlpCodec } from './otlp-codec.js
 export interface AppDeps extends OtlpDeps {
   /** Throws when a store cannot be reached or the write log is full. */
   checkReady: () => Promise<void>;
+  /** The budget and this month's spend of an org (and a customer): GET /v1/budget. */
+  budget?: (orgId: string, customer: string | undefined) => Promise<BudgetAnswer>;
   /** False when METRICS_PORT moves /metrics to its own listener. */
   serveMetrics: boolean;
 }
 
-const ROUTES = new Set(['/ingest', OTLP_TRACES_PATH, '/healthz', '/readyz', '/metrics', '/openapi.json']);
+const ROUTES = new Set(['/ingest', OTLP_TRACES_PATH, '/v1/budget', '/healthz', '/readyz', '/metrics', '/openapi.json']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The HTTP surface. Every answer that is not a 2xx is JSON with an `error` string. */
@@ -39,6 +43,24 @@ export function createApp(deps: AppDeps): express.Express {
     },
     otlpErrors,
   );
+
+  // Advisory: spans are priced after the model call, so the app decides whether to refuse the next one.
+  const budget = deps.budget;
+  if (budget !== undefined) {
+    app.get('/v1/budget', async (req, res) => {
+      const key = await deps.auth.authenticate(req.headers);
+      res.locals.keyPrefix = key.prefix;
+      res.locals.orgId = key.orgId;
+      await deps.limiter.consume(key.keyId, key.rateLimitRps);
+      const q = req.query.customer;
+      if (q !== undefined && (typeof q !== 'string' || q === '' || [...q].length > CUSTOMER_TEXT.id[1]))
+        throw new BadRequestError('TI_ERR_BAD_REQUEST', `customer: give one customer id of 1 to ${CUSTOMER_TEXT.id[1]} characters (?customer=<id>)`);
+      res.json(await budget(key.orgId, q));
+    });
+    app.all('/v1/budget', (req) => {
+      throw new MethodNotAllowedError(req.method, '/v1/budget', ['GET']);
+    });
+  }
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

@@ -11,6 +11,7 @@ import { utcMonth } from '@trace-ingest/shared/ids';
 import type { PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { Pricing } from '@trace-ingest/store/pricing';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
+import type { BudgetStatus } from './budgets.js';
 import type { ControlStore, Org } from '@trace-ingest/store/control-store-types';
 import { countGroups, groupLabels, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
@@ -35,6 +36,8 @@ export interface ConsoleDeps {
   metrics: Metrics;
   /** The built page; default: the @trace-ingest/console package's dist/. */
   assetsDir?: string;
+  /** Budgets and this month's spend of an org (the server's budget watcher). */
+  budgets?: (orgId: string) => Promise<{ budget: BudgetStatus | null; customers: Record<string, BudgetStatus> }>;
   now?: () => number;
 }
 
@@ -134,7 +137,9 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     ]);
     const monthTotal = usageTotals(monthRows);
     const quota = plan?.monthlySpans ?? 0;
+    const budgets = await deps.budgets?.(org.id);
     res.json({
+      budget: budgets?.budget ?? null,
       org: orgJson(org),
       range: { from: q.from, to: q.to },
       days: q.days,
@@ -172,8 +177,19 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     }
     const labels = await groupLabels(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', groups: rows.map((r) => r.group) });
     const names = Object.fromEntries(Object.entries(labels).map(([id, l]) => [id, l.name]));
+    const budgets = (await deps.budgets?.(org.id))?.customers ?? {};
     // The total counts every customer, shown or not (the days add up to it).
-    res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, days: q.days, rows, total: usageTotals(byDay), daily, names });
+    res.json({
+      org: orgJson(org),
+      range: { from: q.from, to: q.to },
+      days: q.days,
+      rows,
+      total: usageTotals(byDay),
+      daily,
+      names,
+      // This month's spend against each shown customer's budget.
+      budgets: Object.fromEntries(rows.filter((r) => budgets[r.group] !== undefined).map((r) => [r.group, budgets[r.group]])),
+    });
   });
 
   api.get('/models', async (req, res) => {

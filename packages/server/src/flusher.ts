@@ -8,6 +8,8 @@ import { countLines, type SegmentInfo, type SegmentTail, type WalDamage, type Wa
 
 export interface FlusherOptions {
   intervalMs: number;
+  /** Called after rows reached the store (budgets look at the new spend). */
+  onStored?: () => void;
   maxRows: number;
   /** The largest insert in bytes; a larger record is split at line boundaries. Default: no limit. */
   maxBytes?: number;
@@ -268,6 +270,7 @@ export class Flusher {
     this.metrics.flushDuration.observe((performance.now() - started) / 1000);
     this.metrics.rowsFlushed.inc(rows);
     this.metrics.rowsPerFlush.observe(rows);
+    this.opts.onStored?.();
   }
 
   private async deadLetter(line: Buffer, reason: string): Promise<void> {

@@ -96,6 +96,29 @@ export class Metrics {
     help: 'Failed inserts into the span store (retried)',
     registers: [this.registry],
   });
+  readonly budgetSpend = new Gauge({
+    name: 'trace_ingest_budget_spend_usd',
+    help: 'This UTC month\'s spend: per org (customer=""), and per customer for customers with a budget of their own',
+    labelNames: ['org', 'customer'] as const,
+    registers: [this.registry],
+  });
+  readonly budgetAmount = new Gauge({
+    name: 'trace_ingest_budget_usd',
+    help: 'Monthly budgets: per org (customer="") and per customer',
+    labelNames: ['org', 'customer'] as const,
+    registers: [this.registry],
+  });
+  readonly budgetAlerts = new Counter({
+    name: 'trace_ingest_budget_alerts_total',
+    help: 'Budget thresholds crossed (alerts recorded by this replica)',
+    registers: [this.registry],
+  });
+  readonly budgetDeliveries = new Counter({
+    name: 'trace_ingest_budget_deliveries_total',
+    help: 'Budget alert webhook posts, by outcome (delivered, failed: retried with backoff)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly deadLetterRows = new Counter({
     name: 'trace_ingest_dead_letter_rows_total',
     help: 'Rows the span store refused permanently, written to the dead-letter file',

@@ -8,6 +8,7 @@ import { TiError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { fastValidator } from '@trace-ingest/shared/validate';
 import type { ControlStore } from '@trace-ingest/store/control-store-types';
+import { openBudgets, type Budgets } from '@trace-ingest/store/budgets';
 import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
@@ -19,6 +20,7 @@ import { OtlpCodec } from './otlp-codec.js';
 import { Authenticator } from './auth.js';
 import { createConsoleApp } from './console.js';
 import { BodySlots } from './body.js';
+import { AlertDeliverer, BudgetWatcher } from './budgets.js';
 import { Flusher } from './flusher.js';
 import { Metrics } from './metrics.js';
 import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.js';
@@ -89,6 +91,9 @@ export class IngestServer {
   private metricsHttp: http.Server | undefined;
   private consoleHttp: http.Server | undefined;
   private consoleTokens: ConsoleTokens | undefined;
+  private budgets: Budgets | undefined;
+  private budgetWatcher: BudgetWatcher | undefined;
+  private deliverer: AlertDeliverer | undefined;
   private admin: AdminServer | undefined;
   private draining = false;
   private inFlight = 0;
@@ -151,6 +156,7 @@ export class IngestServer {
         maxBytes: c.FLUSH_MAX_BYTES,
         timeoutMs: c.FLUSH_TIMEOUT_MS,
         deadLetterDir: path.join(c.dataDir, 'dead-letter'),
+        onStored: () => this.budgetWatcher?.poke(),
       },
       this.logger,
       this.metrics,
@@ -176,6 +182,18 @@ export class IngestServer {
     await this.quota.start();
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
     fastValidator();
+
+    const budgets = await openBudgets({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
+    this.budgets = budgets;
+    await budgets.start();
+    const orgName = async (id: string) => (await keyStore.getOrg(id))?.name;
+    const watcher = new BudgetWatcher(budgets, spanStore, this.metrics, this.logger, { checkMs: c.BUDGET_CHECK_MS, orgName });
+    const deliverer = new AlertDeliverer(budgets, this.metrics, this.logger, { timeoutMs: c.WEBHOOK_TIMEOUT_MS, orgName });
+    watcher.onAlerts = () => deliverer.poke();
+    this.budgetWatcher = watcher;
+    this.deliverer = deliverer;
+    watcher.start();
+    deliverer.start();
 
     const disk = new DiskSpace(c.dataDir, c.DISK_RESERVE_BYTES);
     const app = createApp({
@@ -210,6 +228,7 @@ export class IngestServer {
           throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
       },
       refusal: () => spanStore.problem?.() ?? disk.problem(),
+      budget: (orgId, customer) => watcher.answer(orgId, customer),
     });
     if (c.METRICS_PORT !== undefined) {
       const metricsApp = express();
@@ -222,7 +241,15 @@ export class IngestServer {
       const tokens = await openConsoleTokens({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
       this.consoleTokens = tokens;
       await tokens.start();
-      const consoleApp = createConsoleApp({ tokens, keys: keyStore, spans: spanStore, prices: pricing, logger: this.logger, metrics: this.metrics });
+      const consoleApp = createConsoleApp({
+        tokens,
+        keys: keyStore,
+        spans: spanStore,
+        prices: pricing,
+        logger: this.logger,
+        metrics: this.metrics,
+        budgets: (orgId) => watcher.forConsole(orgId),
+      });
       this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);
       this.consoleHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
       await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST);
@@ -331,7 +358,12 @@ export class IngestServer {
     }
     await this.consoleTokens?.close();
     await this.admin?.close();
+    await this.deliverer?.close();
     await this.flusher?.close(c.DRAIN_TIMEOUT_MS);
+    // After the last flush: its spend is checked, and a crossed threshold recorded for the next start to deliver.
+    await this.budgetWatcher?.checkNow().catch((e: unknown) => this.logger.warn({ err: e }, 'last budget check failed'));
+    await this.budgetWatcher?.close();
+    await this.budgets?.close();
     await this.log?.close();
     await this.limiter?.close();
     await this.quota?.close();

@@ -64,6 +64,10 @@ export const ConfigSchema = z.object({
     .trim()
     .regex(/^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$/i, { message: 'must be a size such as 512MB or 2GiB' })
     .optional(),
+  /** How often budgets are checked against this month's spend (also after every flush). */
+  BUDGET_CHECK_MS: int(5000, 100),
+  /** Timeout of one budget alert webhook post (then retried with backoff). */
+  WEBHOOK_TIMEOUT_MS: int(10_000, 100),
   HEADERS_TIMEOUT_MS: int(10_000, 1),
   REQUEST_TIMEOUT_MS: int(60_000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

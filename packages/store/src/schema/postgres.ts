@@ -1,4 +1,4 @@
-import { bigint, index, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 
 /**
  * The PostgreSQL twin of schema/sqlite.ts: same tables, columns, indexes and
@@ -94,4 +94,46 @@ export const consoleTokens = pgTable(
     revokedAt: int64('revoked_at'),
   },
   (t) => [index('console_tokens_prefix_idx').on(t.prefix)],
+);
+
+export const budgets = pgTable(
+  'budgets',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id')
+      .notNull()
+      .references(() => orgs.id),
+    customerId: text('customer_id').notNull().default(''),
+    monthlyUsd: text('monthly_usd').notNull(),
+    alertAt: text('alert_at').notNull(),
+    webhookUrl: text('webhook_url'),
+    webhookSecret: text('webhook_secret'),
+    createdAt: int64('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('budgets_scope_idx').on(t.orgId, t.customerId)],
+);
+
+export const budgetEvents = pgTable(
+  'budget_events',
+  {
+    id: text('id').primaryKey(),
+    budgetId: text('budget_id').notNull(),
+    orgId: text('org_id').notNull(),
+    customerId: text('customer_id').notNull(),
+    month: text('month').notNull(),
+    threshold: integer('threshold').notNull(),
+    spentUsd: text('spent_usd').notNull(),
+    budgetUsd: text('budget_usd').notNull(),
+    createdAt: int64('created_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: int64('next_attempt_at').notNull(),
+    claimedBy: text('claimed_by'),
+    claimedUntil: int64('claimed_until'),
+    deliveredAt: int64('delivered_at'),
+    lastError: text('last_error'),
+  },
+  (t) => [
+    uniqueIndex('budget_events_key_idx').on(t.budgetId, t.customerId, t.month, t.threshold),
+    index('budget_events_due_idx').on(t.deliveredAt, t.nextAttemptAt),
+  ],
 );

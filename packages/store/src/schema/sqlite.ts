@@ -89,3 +89,51 @@ export const consoleTokens = sqliteTable(
   },
   (t) => [index('console_tokens_prefix_idx').on(t.prefix)],
 );
+
+/**
+ * A monthly spend budget of an org (customer_id ''), of one customer, or of
+ * every customer ('*'); money as decimal text. The webhook secret signs
+ * alerts (HMAC-SHA256), so it is kept, and shown once at creation.
+ */
+export const budgets = sqliteTable(
+  'budgets',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id')
+      .notNull()
+      .references(() => orgs.id),
+    customerId: text('customer_id').notNull().default(''),
+    monthlyUsd: text('monthly_usd').notNull(),
+    alertAt: text('alert_at').notNull(),
+    webhookUrl: text('webhook_url'),
+    webhookSecret: text('webhook_secret'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('budgets_scope_idx').on(t.orgId, t.customerId)],
+);
+
+/** One alert per (budget, customer, threshold, month), whatever the number of replicas; delivered through a lease. */
+export const budgetEvents = sqliteTable(
+  'budget_events',
+  {
+    id: text('id').primaryKey(),
+    budgetId: text('budget_id').notNull(),
+    orgId: text('org_id').notNull(),
+    customerId: text('customer_id').notNull(),
+    month: text('month').notNull(),
+    threshold: integer('threshold').notNull(),
+    spentUsd: text('spent_usd').notNull(),
+    budgetUsd: text('budget_usd').notNull(),
+    createdAt: integer('created_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: integer('next_attempt_at').notNull(),
+    claimedBy: text('claimed_by'),
+    claimedUntil: integer('claimed_until'),
+    deliveredAt: integer('delivered_at'),
+    lastError: text('last_error'),
+  },
+  (t) => [
+    uniqueIndex('budget_events_key_idx').on(t.budgetId, t.customerId, t.month, t.threshold),
+    index('budget_events_due_idx').on(t.deliveredAt, t.nextAttemptAt),
+  ],
+);

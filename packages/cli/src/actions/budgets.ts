@@ -1,0 +1,116 @@
+import { UsageError } from '@trace-ingest/shared/errors';
+import { ALL_CUSTOMERS, DEFAULT_ALERT_AT, openBudgets, parseAlertAt, type BudgetEvent, type BudgetRecord, type Budgets } from '@trace-ingest/store/budgets';
+import type { CliContext } from '../context.js';
+
+export interface BudgetListing {
+  org: string;
+  /** '(org)' for the org's own budget, '*' for every customer, else the customer's id. */
+  scope: string;
+  monthlyUsd: string;
+  alertAt: string;
+  webhook: string;
+}
+
+export interface BudgetEventListing {
+  id: string;
+  org: string;
+  customer: string;
+  month: string;
+  threshold: number;
+  spentUsd: string;
+  budgetUsd: string;
+  createdAt: string;
+  delivered: string;
+  attempts: number;
+  lastError: string;
+}
+
+/** The key store is opened first: its migrations create the budgets' tables. */
+async function withBudgets<T>(ctx: CliContext, fn: (b: Budgets) => Promise<T>): Promise<T> {
+  await ctx.keys();
+  const budgets = await openBudgets({ sqliteFile: ctx.config.sqliteFile, databaseUrl: ctx.config.DATABASE_URL });
+  await budgets.start();
+  try {
+    return await fn(budgets);
+  } finally {
+    await budgets.close();
+  }
+}
+
+async function orgOf(ctx: CliContext, org: string): Promise<{ id: string; name: string }> {
+  const o = await (await ctx.keys()).getOrg(org);
+  if (o === null) throw new UsageError(`unknown org "${org}"; see "trace-ingest orgs list"`);
+  return o;
+}
+
+function scopeOf(input: { customer?: string | undefined; allCustomers?: boolean | undefined }): string {
+  if (input.customer !== undefined && input.allCustomers === true) throw new UsageError('give --customer <id> or --all-customers, not both');
+  if (input.customer !== undefined && (input.customer === '' || input.customer === ALL_CUSTOMERS))
+    throw new UsageError('--customer: give a customer id (for every customer, --all-customers)');
+  return input.allCustomers === true ? ALL_CUSTOMERS : (input.customer ?? '');
+}
+
+const scopeText = (customerId: string): string => (customerId === '' ? '(org)' : customerId);
+
+async function listing(ctx: CliContext, b: BudgetRecord): Promise<BudgetListing> {
+  const org = (await (await ctx.keys()).getOrg(b.orgId))?.name ?? b.orgId;
+  return { org, scope: scopeText(b.customerId), monthlyUsd: b.monthlyUsd, alertAt: b.alertAt.join(','), webhook: b.webhookUrl ?? '' };
+}
+
+export async function setBudget(
+  ctx: CliContext,
+  input: {
+    org: string;
+    customer?: string | undefined;
+    allCustomers?: boolean | undefined;
+    monthlyUsd: string;
+    alertAt?: string | undefined;
+    webhook?: string | undefined;
+  },
+): Promise<{ budget: BudgetListing; secret?: string }> {
+  const org = await orgOf(ctx, input.org);
+  const customerId = scopeOf(input);
+  const alertAt = input.alertAt === undefined ? [...DEFAULT_ALERT_AT] : parseAlertAt(input.alertAt);
+  const r = await withBudgets(ctx, (b) => b.set({ orgId: org.id, customerId, monthlyUsd: input.monthlyUsd, alertAt, webhookUrl: input.webhook ?? null }));
+  return { budget: await listing(ctx, r.budget), ...(r.secret === undefined ? {} : { secret: r.secret }) };
+}
+
+export async function listBudgets(ctx: CliContext, input: { org?: string | undefined }): Promise<BudgetListing[]> {
+  const orgId = input.org === undefined ? undefined : (await orgOf(ctx, input.org)).id;
+  const all = await withBudgets(ctx, (b) => b.list(orgId));
+  return Promise.all(all.map((b) => listing(ctx, b)));
+}
+
+export async function unsetBudget(
+  ctx: CliContext,
+  input: { org: string; customer?: string | undefined; allCustomers?: boolean | undefined },
+): Promise<boolean> {
+  const org = await orgOf(ctx, input.org);
+  const customerId = scopeOf(input);
+  return withBudgets(ctx, (b) => b.unset(org.id, customerId));
+}
+
+export async function budgetEvents(ctx: CliContext, input: { org?: string | undefined; limit?: number | undefined }): Promise<BudgetEventListing[]> {
+  const orgId = input.org === undefined ? undefined : (await orgOf(ctx, input.org)).id;
+  const events = await withBudgets(ctx, (b) => b.events({ orgId, limit: input.limit ?? 100 }));
+  const keys = await ctx.keys();
+  const names = new Map<string, string>();
+  const out: BudgetEventListing[] = [];
+  for (const e of events as BudgetEvent[]) {
+    if (!names.has(e.orgId)) names.set(e.orgId, (await keys.getOrg(e.orgId))?.name ?? e.orgId);
+    out.push({
+      id: e.id,
+      org: names.get(e.orgId) ?? e.orgId,
+      customer: scopeText(e.customerId),
+      month: e.month,
+      threshold: e.threshold,
+      spentUsd: e.spentUsd,
+      budgetUsd: e.budgetUsd,
+      createdAt: new Date(e.createdAt).toISOString(),
+      delivered: e.deliveredAt === null ? (e.attempts === 0 ? 'pending' : 'retrying') : new Date(e.deliveredAt).toISOString(),
+      attempts: e.attempts,
+      lastError: e.lastError ?? '',
+    });
+  }
+  return out;
+}

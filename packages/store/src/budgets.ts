@@ -1,0 +1,255 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { UsageError } from '@trace-ingest/shared/errors';
+import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
+import type { ControlDriver } from './control-store.js';
+
+/**
+ * Monthly spend budgets and their alerts, in the control store (SQLite, or
+ * PostgreSQL shared by replicas). The rules and the SQL live here once, run
+ * by the control store's driver of each dialect, as console tokens are.
+ *
+ * - A budget covers an org (customer ''), one customer, or every customer
+ *   ('*', each customer against the same amount).
+ * - An alert is one row per (budget, customer, month, threshold): whichever
+ *   replica sees the threshold crossed first inserts it, the others' inserts
+ *   meet the unique key. Its id is derived from that key, so a receiver can
+ *   deduplicate a delivery repeated after a crash.
+ * - Delivery is leased: a replica claims one due alert for a while, posts it,
+ *   and marks it delivered, or sets its next attempt.
+ */
+
+export const ALL_CUSTOMERS = '*';
+export const DEFAULT_ALERT_AT: readonly number[] = [50, 80, 100];
+
+export interface BudgetRecord {
+  id: string;
+  orgId: string;
+  /** '' for the org's own budget, '*' for every customer, else one customer's id. */
+  customerId: string;
+  monthlyUsd: string;
+  /** Percentages of the budget that raise an alert, ascending. */
+  alertAt: number[];
+  webhookUrl: string | null;
+  createdAt: number;
+}
+
+export interface BudgetEvent {
+  id: string;
+  budgetId: string;
+  orgId: string;
+  customerId: string;
+  /** YYYY-MM (UTC). */
+  month: string;
+  threshold: number;
+  spentUsd: string;
+  budgetUsd: string;
+  createdAt: number;
+  attempts: number;
+  nextAttemptAt: number;
+  deliveredAt: number | null;
+  lastError: string | null;
+}
+
+/** A claimed alert, with where and how to send it. */
+export interface DueEvent extends BudgetEvent {
+  webhookUrl: string | null;
+  webhookSecret: string | null;
+}
+
+interface BudgetRow {
+  id: string;
+  orgId: string;
+  customerId: string;
+  monthlyUsd: string;
+  alertAt: string;
+  webhookUrl: string | null;
+  createdAt: number;
+}
+
+const BUDGET_SELECT = `SELECT id, org_id AS "orgId", customer_id AS "customerId", monthly_usd AS "monthlyUsd", alert_at AS "alertAt",
+  webhook_url AS "webhookUrl", created_at AS "createdAt" FROM budgets`;
+const EVENT_COLUMNS = `e.id AS id, e.budget_id AS "budgetId", e.org_id AS "orgId", e.customer_id AS "customerId", e.month AS month,
+  e.threshold AS threshold, e.spent_usd AS "spentUsd", e.budget_usd AS "budgetUsd", e.created_at AS "createdAt", e.attempts AS attempts,
+  e.next_attempt_at AS "nextAttemptAt", e.delivered_at AS "deliveredAt", e.last_error AS "lastError"`;
+
+const toBudget = (r: BudgetRow): BudgetRecord => ({
+  ...r,
+  createdAt: Number(r.createdAt),
+  alertAt: r.alertAt
+    .split(',')
+    .filter((x) => x !== '')
+    .map(Number),
+});
+
+const toEvent = <T extends BudgetEvent>(r: T): T => ({
+  ...r,
+  threshold: Number(r.threshold),
+  createdAt: Number(r.createdAt),
+  attempts: Number(r.attempts),
+  nextAttemptAt: Number(r.nextAttemptAt),
+  deliveredAt: r.deliveredAt === null ? null : Number(r.deliveredAt),
+});
+
+/** The stable id of the alert of (budget, customer, month, threshold). */
+export function budgetEventId(budgetId: string, customerId: string, month: string, threshold: number): string {
+  return `bev_${createHash('sha256').update(`${budgetId}\u0000${customerId}\u0000${month}\u0000${threshold}`).digest('hex').slice(0, 32)}`;
+}
+
+/** Alert percentages from "50,80,100": whole numbers 1..1000, ascending, no repeats. */
+export function parseAlertAt(text: string): number[] {
+  const parts = text.split(',').map((p) => p.trim());
+  const out: number[] = [];
+  for (const p of parts) {
+    if (!/^\d{1,4}$/.test(p) || Number(p) < 1 || Number(p) > 1000)
+      throw new UsageError(`--alert-at: "${p}" is not a whole percentage between 1 and 1000 (e.g. 50,80,100)`);
+    out.push(Number(p));
+  }
+  return [...new Set(out)].sort((a, b) => a - b);
+}
+
+export class Budgets {
+  constructor(private readonly driver: ControlDriver) {}
+
+  start(): Promise<void> {
+    return this.driver.open();
+  }
+
+  close(): Promise<void> {
+    return this.driver.close();
+  }
+
+  /**
+   * Sets (or replaces) the budget of an org, a customer or every customer.
+   * A webhook gets a secret made here, returned once; a budget that already
+   * had a webhook keeps its secret.
+   */
+  async set(input: { orgId: string; customerId: string; monthlyUsd: string; alertAt: readonly number[]; webhookUrl: string | null }): Promise<{
+    budget: BudgetRecord;
+    secret?: string;
+  }> {
+    let amount: bigint;
+    try {
+      amount = parseDecimal(input.monthlyUsd);
+    } catch {
+      throw new UsageError(`--monthly-usd: not a decimal amount: ${input.monthlyUsd}`);
+    }
+    if (amount <= 0n) throw new UsageError('--monthly-usd: must be more than 0');
+    if (input.webhookUrl !== null) {
+      let u: URL;
+      try {
+        u = new URL(input.webhookUrl);
+      } catch {
+        throw new UsageError(`--webhook: not a URL: ${input.webhookUrl}`);
+      }
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError('--webhook: must be an http:// or https:// URL');
+    }
+    const [existing] = await this.driver.all<BudgetRow & { webhookSecret: string | null }>(
+      `SELECT id, webhook_secret AS "webhookSecret" FROM budgets WHERE org_id = ? AND customer_id = ?`,
+      [input.orgId, input.customerId],
+    );
+    const secret = input.webhookUrl === null ? null : (existing?.webhookSecret ?? `whsec_${randomBytes(32).toString('base64url')}`);
+    const budget: BudgetRecord = {
+      id: existing?.id ?? `bud_${randomUUID().replaceAll('-', '')}`,
+      orgId: input.orgId,
+      customerId: input.customerId,
+      monthlyUsd: formatDecimal(amount),
+      alertAt: [...input.alertAt],
+      webhookUrl: input.webhookUrl,
+      createdAt: Date.now(),
+    };
+    const values = [budget.monthlyUsd, budget.alertAt.join(','), budget.webhookUrl, secret];
+    if (existing === undefined)
+      await this.driver.all(
+        'INSERT INTO budgets (id, org_id, customer_id, monthly_usd, alert_at, webhook_url, webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        [budget.id, budget.orgId, budget.customerId, ...values, budget.createdAt],
+      );
+    else await this.driver.all('UPDATE budgets SET monthly_usd = ?, alert_at = ?, webhook_url = ?, webhook_secret = ? WHERE id = ?', [...values, budget.id]);
+    const shown = secret !== null && secret !== existing?.webhookSecret ? { secret } : {};
+    return { budget, ...shown };
+  }
+
+  async list(orgId?: string): Promise<BudgetRecord[]> {
+    const rows =
+      orgId === undefined
+        ? await this.driver.all<BudgetRow>(`${BUDGET_SELECT} ORDER BY org_id, customer_id`, [])
+        : await this.driver.all<BudgetRow>(`${BUDGET_SELECT} WHERE org_id = ? ORDER BY customer_id`, [orgId]);
+    return rows.map(toBudget);
+  }
+
+  /** Removes a budget; false when there was none. Its past alerts stay. */
+  async unset(orgId: string, customerId: string): Promise<boolean> {
+    const gone = await this.driver.all<{ id: string }>('DELETE FROM budgets WHERE org_id = ? AND customer_id = ? RETURNING id', [orgId, customerId]);
+    return gone.length > 0;
+  }
+
+  /** Records an alert; false when it exists already (another replica, an earlier check). */
+  async record(e: Omit<BudgetEvent, 'id' | 'createdAt' | 'attempts' | 'nextAttemptAt' | 'deliveredAt' | 'lastError'>, now = Date.now()): Promise<boolean> {
+    const id = budgetEventId(e.budgetId, e.customerId, e.month, e.threshold);
+    try {
+      const rows = await this.driver.all<{ id: string }>(
+        'INSERT INTO budget_events (id, budget_id, org_id, customer_id, month, threshold, spent_usd, budget_usd, created_at, attempts, next_attempt_at) ' +
+          'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING RETURNING id',
+        [id, e.budgetId, e.orgId, e.customerId, e.month, e.threshold, e.spentUsd, e.budgetUsd, now, now],
+      );
+      return rows.length > 0;
+    } catch (err) {
+      if (this.driver.isUniqueViolation(err)) return false;
+      throw err;
+    }
+  }
+
+  async events(opts: { orgId?: string | undefined; limit?: number } = {}): Promise<BudgetEvent[]> {
+    const limit = Math.max(1, Math.trunc(opts.limit ?? 100));
+    const rows =
+      opts.orgId === undefined
+        ? await this.driver.all<BudgetEvent>(`SELECT ${EVENT_COLUMNS} FROM budget_events e ORDER BY e.created_at DESC, e.id LIMIT ${limit}`, [])
+        : await this.driver.all<BudgetEvent>(
+            `SELECT ${EVENT_COLUMNS} FROM budget_events e WHERE e.org_id = ? ORDER BY e.created_at DESC, e.id LIMIT ${limit}`,
+            [opts.orgId],
+          );
+    return rows.map(toEvent);
+  }
+
+  /**
+   * Claims the oldest alert that is due and not claimed (or whose claim ran
+   * out) for `leaseMs`. Two replicas claiming at once: the database's row
+   * lock lets one update win; the other's condition no longer holds.
+   */
+  async claim(owner: string, leaseMs: number, now = Date.now()): Promise<DueEvent | undefined> {
+    const free = 'delivered_at IS NULL AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)';
+    const [won] = await this.driver.all<{ id: string }>(
+      `UPDATE budget_events SET claimed_by = ?, claimed_until = ? WHERE id = (SELECT id FROM budget_events WHERE ${free} ORDER BY created_at, id LIMIT 1) AND ${free} RETURNING id`,
+      [owner, now + leaseMs, now, now, now, now],
+    );
+    if (won === undefined) return undefined;
+    const [row] = await this.driver.all<DueEvent>(
+      `SELECT ${EVENT_COLUMNS}, b.webhook_url AS "webhookUrl", b.webhook_secret AS "webhookSecret" FROM budget_events e LEFT JOIN budgets b ON b.id = e.budget_id WHERE e.id = ?`,
+      [won.id],
+    );
+    return row === undefined ? undefined : toEvent(row);
+  }
+
+  async delivered(id: string, owner: string, now = Date.now()): Promise<void> {
+    await this.driver.all(
+      'UPDATE budget_events SET delivered_at = ?, claimed_by = NULL, claimed_until = NULL, last_error = NULL WHERE id = ? AND claimed_by = ?',
+      [now, id, owner],
+    );
+  }
+
+  async failed(id: string, owner: string, error: string, nextAttemptAt: number): Promise<void> {
+    await this.driver.all(
+      'UPDATE budget_events SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?',
+      [nextAttemptAt, error.slice(0, 500), id, owner],
+    );
+  }
+}
+
+/** The budgets in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
+export async function openBudgets(opts: { sqliteFile: string; databaseUrl?: string | undefined }): Promise<Budgets> {
+  if (opts.databaseUrl !== undefined) {
+    const { PostgresControlDriver } = await import('./control-store-postgres.js');
+    return new Budgets(new PostgresControlDriver(opts.databaseUrl, { poolSize: 2 }));
+  }
+  const { SqliteControlDriver } = await import('./control-store-sqlite.js');
+  return new Budgets(new SqliteControlDriver(opts.sqliteFile));
+}

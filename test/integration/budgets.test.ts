@@ -1,0 +1,384 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
+import { TraceIngest } from '@trace-ingest/sdk';
+import { loadConfig } from '@trace-ingest/shared/config';
+import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
+import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
+import { budgetEvents, setBudget } from '@trace-ingest/cli/actions/budgets';
+import { usage } from '@trace-ingest/cli/actions/usage';
+import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
+import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
+import { makeSpan, makeTrace } from '../factories.js';
+import { startChildServer, type ChildServer } from './support/child-server.js';
+import { startTestServer, type TestServer } from './support/ingest-server.js';
+
+const month = () => new Date().toISOString().slice(0, 7);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Alert {
+  id: string;
+  org: { id: string; name: string };
+  customer: string | null;
+  budgetUsd: string;
+  spentUsd: string;
+  threshold: number;
+  month: string;
+  signatureOk: boolean;
+}
+
+/**
+ * A webhook receiver: it verifies each post's signature with the secret it
+ * is given and answers with `status()` (or holds the answer for `holdMs()`).
+ */
+async function receiver() {
+  const got: Alert[] = [];
+  // Each budget signs with its own secret.
+  const secrets: string[] = [];
+  let status = 200;
+  let holdMs = 0;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const signed = secrets.map((s) => `sha256=${createHmac('sha256', s).update(body).digest('hex')}`);
+      const alert = {
+        ...(JSON.parse(body.toString('utf8')) as Omit<Alert, 'signatureOk'>),
+        signatureOk: signed.includes(String(req.headers['x-trace-ingest-signature'])),
+      };
+      got.push(alert);
+      setTimeout(() => {
+        res.statusCode = status;
+        res.end();
+      }, holdMs);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  onTestFinished(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    got,
+    /** The distinct alerts (a delivery repeated after a crash carries the same id). */
+    distinct: () => [...new Map(got.map((a) => [a.id, a])).values()],
+    addSecret: (s: string | undefined) => {
+      expect(s).toMatch(/^whsec_/);
+      secrets.push(s ?? '');
+    },
+    setStatus: (s: number) => (status = s),
+    setHoldMs: (ms: number) => (holdMs = ms),
+  };
+}
+
+async function until<T>(what: string, fn: () => T | Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  let last: T = await fn();
+  while (!ok(last)) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: last ${JSON.stringify(last)}`);
+    await sleep(50);
+    last = await fn();
+  }
+  return last;
+}
+
+/** gpt-4o input at $2.50 per million tokens: `usd` dollars of it, in one span. */
+function spend(traceId: string, usd: number, customer?: string) {
+  const now = Date.now();
+  return {
+    version: 'v1',
+    traces: [
+      makeTrace({
+        traceId,
+        ...(customer === undefined ? {} : { customer: { id: customer } }),
+        spans: [makeSpan({ spanId: 's1', startTime: now - 1000, endTime: now, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: usd * 400_000 } })],
+      }),
+    ],
+  };
+}
+
+describe('budgets and spend alerts (SQLite, DuckDB)', () => {
+  let t: TestServer;
+  let ctx: CliContext;
+  const env = { BUDGET_CHECK_MS: '100', WEBHOOK_TIMEOUT_MS: '400', FLUSH_INTERVAL_MS: '50' };
+  beforeAll(async () => {
+    t = await startTestServer(env);
+    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await t?.close();
+  });
+
+  it('alerts once per threshold, signed, from /ingest and from /v1/traces; GET /v1/budget and the SDK equal usage to the cent', async () => {
+    const { key } = await t.newKey('acme');
+    const hook = await receiver();
+    const set = await setBudget(ctx, { org: 'acme', monthlyUsd: '10', alertAt: '50,100', webhook: hook.url });
+    expect(set.secret).toMatch(/^whsec_/);
+    hook.addSecret(set.secret);
+    // A customer budget too, crossed through OTLP.
+    hook.addSecret((await setBudget(ctx, { org: 'acme', customer: 'cust-7', monthlyUsd: '2', alertAt: '100', webhook: hook.url })).secret);
+
+    expect((await t.post(spend('t1', 6), { key })).status).toBe(202);
+    await until(
+      'the 50% alert',
+      () => hook.distinct().length,
+      (n) => n >= 1,
+    );
+    const now = Date.now();
+    const otlp = {
+      resourceSpans: [
+        {
+          scopeSpans: [
+            {
+              spans: [
+                {
+                  traceId: '5b8efff798038103d269b633813fc60c',
+                  spanId: 'eee19b7ec3c1b174',
+                  name: 'chat gpt-4o',
+                  startTimeUnixNano: `${now - 500}000000`,
+                  endTimeUnixNano: `${now}000000`,
+                  attributes: [
+                    { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } },
+                    { key: 'gen_ai.provider.name', value: { stringValue: 'openai' } },
+                    { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
+                    { key: 'gen_ai.usage.input_tokens', value: { intValue: 1_800_000 } },
+                    { key: 'enduser.id', value: { stringValue: 'cust-7' } },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const res = await fetch(`${t.url}/v1/traces`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify(otlp),
+    });
+    expect(res.status).toBe(200);
+    // $6 + $4.50 = $10.50: the org's 100%; cust-7's $4.50 is past its $2.
+    const alerts = await until(
+      'three alerts',
+      () => hook.distinct(),
+      (a) => a.length >= 3,
+    );
+    await sleep(500);
+    expect(hook.distinct()).toHaveLength(3);
+    for (const a of alerts) expect(a.signatureOk).toBe(true);
+    const summary = alerts.map((a) => [a.customer, a.threshold, a.budgetUsd, a.month]).sort();
+    expect(summary).toEqual(
+      [
+        [null, 50, '10', month()],
+        [null, 100, '10', month()],
+        ['cust-7', 100, '2', month()],
+      ].sort(),
+    );
+    expect(alerts.find((a) => a.customer === 'cust-7')?.spentUsd).toBe('4.5');
+
+    // The budget check for apps: what `usage --month` says, to the cent.
+    const byCustomer = await usage(ctx, { org: 'acme', month: month(), by: 'customer' });
+    const total = formatDecimal(byCustomer.reduce((s, r) => s + parseDecimal(r.costs.total_cost), 0n));
+    expect(total).toBe('10.5');
+    const answer = await until(
+      'GET /v1/budget to see the spend',
+      async () =>
+        (await fetch(`${t.url}/v1/budget?customer=cust-7`, { headers: { authorization: `Bearer ${key}` } })).json() as Promise<Record<string, unknown>>,
+      (a) => (a.org as { spentUsd: string } | undefined)?.spentUsd === total,
+    );
+    expect(answer).toMatchObject({
+      month: month(),
+      org: { budgetUsd: '10', spentUsd: '10.5', remainingUsd: '-0.5', crossed: [50, 100] },
+      customer: { id: 'cust-7', budgetUsd: '2', spentUsd: byCustomer.find((r) => r.group === 'cust-7')?.costs.total_cost, crossed: [100] },
+    });
+    const ti = new TraceIngest({ baseUrl: t.url, apiKey: key, flushOnExit: false });
+    onTestFinished(() => void ti.shutdown(100));
+    expect(await ti.budget('cust-7')).toEqual(answer);
+    expect(await ti.budget('no-such-customer')).toMatchObject({ customer: { id: 'no-such-customer', budgetUsd: null, spentUsd: '0', crossed: [] } });
+    // Refused without a key, as /ingest is.
+    const anon = await fetch(`${t.url}/v1/budget`);
+    expect(anon.status).toBe(401);
+    expect(((await anon.json()) as { error: string }).error).toBeTruthy();
+
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(metrics).toMatch(/trace_ingest_budget_spend_usd\{org="[^"]+",customer=""\} 10\.5/);
+    expect(metrics).toMatch(/trace_ingest_budget_usd\{org="[^"]+",customer="cust-7"\} 2/);
+    expect(metrics).not.toContain(set.secret);
+    const events = await budgetEvents(ctx, { org: 'acme' });
+    expect(events).toHaveLength(3);
+    for (const e of events) expect(e.delivered).toMatch(/^\d{4}-/);
+  });
+
+  it("counts a late span of last month in last month: this month's budget neither moves nor alerts", async () => {
+    const { key } = await t.newKey('late-org');
+    const hook = await receiver();
+    hook.addSecret((await setBudget(ctx, { org: 'late-org', monthlyUsd: '1', alertAt: '100', webhook: hook.url })).secret);
+    const monthStart = Date.parse(`${month()}-01T00:00:00Z`);
+    const late = spend('t-late', 5);
+    const s = late.traces[0]?.spans[0];
+    if (s === undefined) throw new Error('no span');
+    Object.assign(s, { startTime: monthStart - 3_600_000, endTime: monthStart - 3_000_000 });
+    expect((await t.post(late, { key })).status).toBe(202);
+    await t.server.flush();
+    await sleep(800);
+    const answer = (await (await fetch(`${t.url}/v1/budget`, { headers: { authorization: `Bearer ${key}` } })).json()) as { org: { spentUsd: string } };
+    expect(answer.org.spentUsd).toBe('0');
+    expect((await budgetEvents(ctx, { org: 'late-org' })).filter((e) => e.month === month())).toEqual([]);
+    expect(hook.got.filter((a) => a.month === month())).toEqual([]);
+  });
+
+  it('delivers to a receiver that was down, with backoff, and once', async () => {
+    const { key } = await t.newKey('down-org');
+    const hook = await receiver();
+    hook.setStatus(503);
+    const set = await setBudget(ctx, { org: 'down-org', monthlyUsd: '1', alertAt: '100', webhook: hook.url });
+    hook.addSecret(set.secret);
+    expect((await t.post(spend('t-down', 2), { key })).status).toBe(202);
+    await until(
+      'failed attempts',
+      () => hook.got.length,
+      (n) => n >= 2,
+    );
+    const [pending] = await budgetEvents(ctx, { org: 'down-org' });
+    expect(pending).toMatchObject({ delivered: 'retrying', lastError: expect.stringMatching(/503/) as unknown });
+    hook.setStatus(200);
+    await until(
+      'delivery',
+      async () => (await budgetEvents(ctx, { org: 'down-org' }))[0]?.delivered ?? '',
+      (d) => /^\d{4}-/.test(d),
+    );
+    expect(hook.distinct()).toHaveLength(1);
+    expect(hook.got.every((a) => a.signatureOk)).toBe(true);
+  });
+
+  it('neither loses nor repeats an alert across a restart in the middle of its delivery', async () => {
+    const { key } = await t.newKey('restart-org');
+    const hook = await receiver();
+    // The receiver takes longer than the webhook timeout: the server is stopped while it waits.
+    hook.setHoldMs(5000);
+    const set = await setBudget(ctx, { org: 'restart-org', monthlyUsd: '1', alertAt: '100', webhook: hook.url });
+    hook.addSecret(set.secret);
+    expect((await t.post(spend('t-restart', 3), { key })).status).toBe(202);
+    await until(
+      'the first delivery attempt',
+      () => hook.got.length,
+      (n) => n >= 1,
+    );
+    await ctx.close();
+    await t.server.shutdown();
+    hook.setHoldMs(0);
+    t = await startTestServer(env, {}, t.dir);
+    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
+    await until(
+      'delivery after the restart',
+      async () => (await budgetEvents(ctx, { org: 'restart-org' }))[0]?.delivered ?? '',
+      (d) => /^\d{4}-/.test(d),
+    );
+    await sleep(500);
+    // Posted again after the restart, with the same id: one alert for a receiver that deduplicates by id.
+    expect(hook.got.length).toBeGreaterThanOrEqual(2);
+    expect(hook.distinct()).toHaveLength(1);
+    expect(await budgetEvents(ctx, { org: 'restart-org' })).toHaveLength(1);
+  });
+});
+
+const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env.TI_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+describe('budgets across three replicas (PostgreSQL, Redis, ClickHouse)', () => {
+  const id = randomBytes(4).toString('hex');
+  const schema = `ti_budget_${id}`;
+  const dbUrl = (() => {
+    const u = new URL(PG_URL);
+    u.searchParams.set('schema', schema);
+    return u.toString();
+  })();
+  let replicas: ChildServer[] = [];
+  let keys: PostgresControlStore;
+  let spans: ClickHouseSpanStore;
+  let clickhouseUrl = '';
+  const dirs: string[] = [];
+
+  beforeAll(async () => {
+    clickhouseUrl = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_budget_${id}`;
+    keys = new PostgresControlStore(dbUrl);
+    await keys.start();
+    spans = new ClickHouseSpanStore({ url: clickhouseUrl });
+    await spans.start();
+    for (let i = 0; i < 3; i++) dirs.push(fs.mkdtempSync(path.join(os.tmpdir(), `ti-budget-replica-${i}-`)));
+  });
+  afterAll(async () => {
+    for (const r of replicas) {
+      r.proc.kill('SIGTERM');
+      await r.exited;
+    }
+    await keys?.close();
+    await spans?.query(`DROP DATABASE IF EXISTS ti_budget_${id}`).catch(() => undefined);
+    await spans?.close();
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await client.end();
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  it('records and delivers exactly one alert per threshold, whichever replicas see it', async () => {
+    await keys.createOrg({ name: 'shared' });
+    const { key } = await keys.createKey({ orgName: 'shared' });
+    const hook = await receiver();
+    const ctx = createContext(loadConfig({ DATA_DIR: dirs[0] ?? '', DATABASE_URL: dbUrl, CLICKHOUSE_URL: clickhouseUrl }));
+    onTestFinished(() => ctx.close());
+    const set = await setBudget(ctx, { org: 'shared', monthlyUsd: '10', alertAt: '25,50,75,100', webhook: hook.url });
+    hook.addSecret(set.secret);
+    const env = {
+      DATABASE_URL: dbUrl,
+      REDIS_URL,
+      REDIS_KEY_PREFIX: `ti-budget-${id}`,
+      CLICKHOUSE_URL: clickhouseUrl,
+      FLUSH_INTERVAL_MS: '50',
+      BUDGET_CHECK_MS: '100',
+    };
+    replicas = await Promise.all(dirs.map((d) => startChildServer({ ...env, DRAIN_GRACE_MS: '0', DATA_DIR: d })));
+    // $3 at a time through each replica in turn: 25% at $3, 50% at $6, 75% at $9, 100% at $12.
+    for (let i = 0; i < 4; i++) {
+      const r = replicas[i % 3] as ChildServer;
+      const res = await fetch(`${r.url}/ingest`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify(spend(`t-${i}`, 3)),
+      });
+      expect(res.status).toBe(202);
+      await sleep(300);
+    }
+    await until(
+      'four alerts',
+      () => hook.distinct().length,
+      (n) => n >= 4,
+      30_000,
+    );
+    await sleep(1000);
+    expect(
+      hook
+        .distinct()
+        .map((a) => a.threshold)
+        .sort((a, b) => a - b),
+    ).toEqual([25, 50, 75, 100]);
+    expect(hook.got).toHaveLength(4);
+    expect(hook.got.every((a) => a.signatureOk)).toBe(true);
+    const events = await budgetEvents(ctx, { org: 'shared' });
+    expect(events).toHaveLength(4);
+    // Every replica answers the same budget check.
+    for (const r of replicas) {
+      const a = (await (await fetch(`${r.url}/v1/budget`, { headers: { authorization: `Bearer ${key}` } })).json()) as { org: { spentUsd: string } };
+      expect(a.org.spentUsd).toBe('12');
+    }
+  }, 60_000);
+});
