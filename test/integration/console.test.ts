@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
+import { setBudget } from '@trace-ingest/cli/actions/budgets';
 import { createConsoleToken, revokeConsoleToken } from '@trace-ingest/cli/actions/console';
 import { usage } from '@trace-ingest/cli/actions/usage';
 import { runCli } from '@trace-ingest/cli/program';
@@ -430,6 +431,24 @@ describe('cost console in a real browser (DuckDB)', () => {
     expect((await get('overview?org=other-org')).status).toBe(404);
     await revokeConsoleToken(ctx, own.prefix);
     expect((await get('orgs')).status).toBe(401);
+  });
+
+  it("shows this month's spend against the org's and each customer's budget", async () => {
+    await setBudget(ctx, { org: 'acme', monthlyUsd: '250', alertAt: '80,100' });
+    await setBudget(ctx, { org: 'acme', customer: 'c1', monthlyUsd: '19.99', alertAt: '100' });
+    const page = await signedIn();
+    const kpi = await page.waitForSelector('[data-kpi="budget"] [data-budget]');
+    // The spans of this test started in January 2026: nothing is spent this month.
+    expect(await kpi.getAttribute('data-budget')).toBe('0/250');
+    expect(await kpi.textContent()).toContain('$0.00 of $250.00 this month (0%)');
+    await page.click('[data-nav="customers"]');
+    await page.waitForSelector('[data-page="customers"]');
+    const bars = await page.$$eval('[data-table="customers"] tbody tr:not(.total)', (trs) =>
+      Object.fromEntries(trs.map((r) => [r.getAttribute('data-key'), r.querySelector('[data-budget]')?.getAttribute('data-budget') ?? null])),
+    );
+    expect(bars).toEqual({ c1: '0/19.99', c2: null, 'acme, inc': null });
+    await page.screenshot({ path: path.join(SHOTS, 'budgets.png'), fullPage: true });
+    await page.context().close();
   });
 });
 

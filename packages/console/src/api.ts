@@ -48,7 +48,17 @@ export interface Range {
   to: string;
 }
 
+/** This UTC month's spend against a budget (exact decimal USD). */
+export interface BudgetStatus {
+  budgetUsd: string | null;
+  spentUsd: string;
+  remainingUsd: string | null;
+  crossed: number[];
+}
+
 export interface Overview {
+  /** The org's own budget this month, when one is set. */
+  budget: BudgetStatus | null;
   org: Org;
   range: Range;
   days: string[];
@@ -68,6 +78,8 @@ export interface Customers {
   daily: Record<string, string[]>;
   /** Customer id → the name clients sent ('' when none). */
   names: Record<string, string>;
+  /** Customer id → this month's spend against its budget, for customers with one. */
+  budgets: Record<string, BudgetStatus>;
 }
 
 export interface Price {

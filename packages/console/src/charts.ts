@@ -1,5 +1,7 @@
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from 'chart.js';
-import { svg } from './dom.js';
+import { parseDecimal } from '@trace-ingest/shared/decimal';
+import type { BudgetStatus } from './api.js';
+import { h, svg, usd } from './dom.js';
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
 
@@ -56,4 +58,28 @@ export function sparkline(values: string[], width = 120, height = 28): SVGSVGEle
   const el = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, class: 'spark', role: 'img', 'aria-label': `cost per day, peak ${max}` });
   el.append(svg('polyline', { points: pts, fill: 'none', stroke: color(0), 'stroke-width': 1.5, 'vector-effect': 'non-scaling-stroke' }));
   return el;
+}
+
+/**
+ * Spent against a budget: a bar filled to the share spent (capped at the
+ * end, red once past it), labelled with both exact figures.
+ */
+export function budgetBar(b: BudgetStatus): HTMLElement {
+  const spent = parseDecimal(b.spentUsd);
+  const budget = parseDecimal(b.budgetUsd ?? '0');
+  const percent = budget === 0n ? 0 : Number((spent * 10_000n) / budget) / 100;
+  return h(
+    'div',
+    {
+      class: `budget${percent >= 100 ? ' over' : ''}`,
+      'data-budget': `${b.spentUsd}/${b.budgetUsd ?? ''}`,
+      title: `$${b.spentUsd} of $${b.budgetUsd ?? ''} this month (exact)`,
+    },
+    h(
+      'div',
+      { class: 'meter', role: 'meter', 'aria-valuenow': percent, 'aria-valuemin': 0, 'aria-valuemax': 100 },
+      h('span', { style: `width:${Math.min(100, percent)}%` }),
+    ),
+    h('div', { class: 'muted small' }, `${usd(b.spentUsd)} of ${usd(b.budgetUsd ?? '0')} this month (${percent.toFixed(0)}%)`),
+  );
 }

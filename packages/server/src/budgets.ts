@@ -245,6 +245,8 @@ export class BudgetWatcher {
 
   /** Budgets and this month's spend of an org, for the console. */
   async forConsole(orgId: string): Promise<{ budget: BudgetStatus | null; customers: Record<string, BudgetStatus> }> {
+    // A page view reads the budgets as they are now (one small query), not as of the last check.
+    this.budgets = await this.store.list();
     const a = await this.answer(orgId, undefined);
     const m = this.spend.get(orgId);
     const customers: Record<string, BudgetStatus> = {};

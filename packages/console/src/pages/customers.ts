@@ -1,6 +1,6 @@
 import { usageCsvRow } from '@trace-ingest/shared/csv';
 import { getJson, type Customers, type UsageRow } from '../api.js';
-import { sparkline } from '../charts.js';
+import { budgetBar, sparkline } from '../charts.js';
 import { h } from '../dom.js';
 import { table } from '../table.js';
 import type { Page } from './page.js';
@@ -27,6 +27,20 @@ export const customers: Page = async ({ org, from, to }) => {
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
         { key: 'reasoning_tokens', label: 'Reasoning', kind: 'int', value: (r) => r.tokens.reasoning_tokens ?? 0, minor: true },
         { key: 'trend', label: 'Per day', kind: 'node', value: (r) => r.costs.total_cost ?? '0', cell: (r) => sparkline(d.daily[r.group] ?? []) },
+        ...(Object.keys(d.budgets).length === 0
+          ? []
+          : [
+              {
+                key: 'budget',
+                label: 'Budget this month',
+                kind: 'node' as const,
+                value: (r: UsageRow) => d.budgets[r.group]?.spentUsd ?? '',
+                cell: (r: UsageRow) => {
+                  const b = d.budgets[r.group];
+                  return b === undefined ? h('span', { class: 'muted' }, '—') : budgetBar(b);
+                },
+              },
+            ]),
       ],
       csv: { filename: `usage-by-customer-${d.org.name}-${d.range.from}_${d.range.to}.csv`, records: () => [...d.rows, d.total].map(usageCsvRow) },
     }),

@@ -1,7 +1,7 @@
 import { usageCsvRow } from '@trace-ingest/shared/csv';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
 import { getJson, type Overview, type UsageRow } from '../api.js';
-import { stackedBars } from '../charts.js';
+import { budgetBar, stackedBars } from '../charts.js';
 import { exactUsd, h, int, usd } from '../dom.js';
 import { table } from '../table.js';
 import type { Page } from './page.js';
@@ -37,6 +37,9 @@ export const overview: Page = async ({ org, from, to }) => {
       kpi('Cost in range', usd(d.total.costs.total_cost ?? '0'), 'range-cost', exactUsd(d.total.costs.total_cost ?? '0')),
       kpi('Spans started in range', int(d.total.spans), 'range-spans'),
       kpi('Unpriced spans', int(d.total.unpricedSpans), 'range-unpriced'),
+      d.budget === null
+        ? null
+        : h('div', { class: 'kpi', 'data-kpi': 'budget' }, h('div', { class: 'kpi-label' }, `Budget, ${mtd.month}`), budgetBar(d.budget)),
       h(
         'div',
         { class: 'kpi', 'data-kpi': 'quota' },
