@@ -218,12 +218,14 @@ export class Budgets {
   async claim(owner: string, leaseMs: number, now = Date.now()): Promise<DueEvent | undefined> {
     const free = 'delivered_at IS NULL AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)';
     const [won] = await this.driver.all<{ id: string }>(
-      `UPDATE budget_events SET claimed_by = ?, claimed_until = ? WHERE id = (SELECT id FROM budget_events WHERE ${free} ORDER BY created_at, id LIMIT 1) AND ${free} RETURNING id`,
+      'UPDATE budget_events SET claimed_by = ?, claimed_until = ? ' +
+        `WHERE id = (SELECT id FROM budget_events WHERE ${free} ORDER BY created_at, id LIMIT 1) AND ${free} RETURNING id`,
       [owner, now + leaseMs, now, now, now, now],
     );
     if (won === undefined) return undefined;
     const [row] = await this.driver.all<DueEvent>(
-      `SELECT ${EVENT_COLUMNS}, b.webhook_url AS "webhookUrl", b.webhook_secret AS "webhookSecret" FROM budget_events e LEFT JOIN budgets b ON b.id = e.budget_id WHERE e.id = ?`,
+      `SELECT ${EVENT_COLUMNS}, b.webhook_url AS "webhookUrl", b.webhook_secret AS "webhookSecret" ` +
+        'FROM budget_events e LEFT JOIN budgets b ON b.id = e.budget_id WHERE e.id = ?',
       [won.id],
     );
     return row === undefined ? undefined : toEvent(row);
@@ -238,7 +240,8 @@ export class Budgets {
 
   async failed(id: string, owner: string, error: string, nextAttemptAt: number): Promise<void> {
     await this.driver.all(
-      'UPDATE budget_events SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?',
+      'UPDATE budget_events SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, claimed_by = NULL, claimed_until = NULL ' +
+        'WHERE id = ? AND claimed_by = ?',
       [nextAttemptAt, error.slice(0, 500), id, owner],
     );
   }
