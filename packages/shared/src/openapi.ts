@@ -169,6 +169,38 @@ export function buildOpenApiDocument(): JsonObject {
         },
       },
       '/v1/traces': otlpTracesPath(),
+      '/v1/budget': {
+        get: {
+          operationId: 'budget',
+          summary: "This UTC month's budget and spend of the key's org and, given one, a customer",
+          description:
+            'Advisory: spans are priced after the model call, and counted once flushed (asOf says when the spend was read). ' +
+            'USD amounts are exact decimal strings; budgetUsd and remainingUsd are null without a budget.',
+          parameters: [{ name: 'customer', in: 'query', required: false, schema: { type: 'string', minLength: 1, maxLength: 128 } }],
+          responses: {
+            '200': {
+              description: 'The budgets and spend',
+              content: {
+                'application/json': {
+                  schema: {
+                    type: 'object',
+                    required: ['month', 'org', 'asOf'],
+                    properties: {
+                      month: { type: 'string', pattern: '^\\d{4}-\\d{2}$' },
+                      asOf: { type: 'integer', description: 'epoch ms' },
+                      org: { $ref: '#/components/schemas/BudgetStatus' },
+                      customer: { allOf: [{ $ref: '#/components/schemas/BudgetStatus' }, { type: 'object', properties: { id: { type: 'string' } } }] },
+                    },
+                  },
+                },
+              },
+            },
+            '400': errorResponse('customer is empty or longer than 128 characters.'),
+            '401': errorResponse('API key missing, invalid or revoked.'),
+            '429': errorResponse('Rate limit (with Retry-After).', retryAfter),
+          },
+        },
+      },
       '/healthz': { get: { operationId: 'health', summary: 'The process is up', security: [], responses: { '200': { description: 'Alive' } } } },
       '/readyz': {
         get: {
@@ -198,6 +230,16 @@ export function buildOpenApiDocument(): JsonObject {
         consoleToken: consoleSecurityScheme,
       },
       schemas: {
+        BudgetStatus: {
+          type: 'object',
+          required: ['budgetUsd', 'spentUsd', 'remainingUsd', 'crossed'],
+          properties: {
+            budgetUsd: { type: ['string', 'null'] },
+            spentUsd: { type: 'string' },
+            remainingUsd: { type: ['string', 'null'] },
+            crossed: { type: 'array', items: { type: 'integer' }, description: 'alert percentages reached this month' },
+          },
+        },
         IngestPayload: ingestPayloadJsonSchema(),
         IngestAccepted: jsonSchema(IngestAcceptedSchema, 'output'),
         Error: errorBodySchema(),
