@@ -1,5 +1,3 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { context, trace as otelTrace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -19,6 +17,7 @@ import { createContext, type CliContext } from '@trace-ingest/cli/program-contex
 import { createConsoleToken } from '@trace-ingest/cli/actions/console';
 import { usage } from '@trace-ingest/cli/actions/usage';
 import { runCli } from '@trace-ingest/cli/program';
+import { fakeOpenAi } from './support/fake-openai.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
 const DAY = 86_400_000;
@@ -26,57 +25,6 @@ const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 // Spans made by the libraries carry the clock's time: the window is the days around now.
 const FROM = day(Date.now() - DAY);
 const TO = day(Date.now() + DAY);
-
-/** An OpenAI-compatible server that answers every chat completion and response with the same usage. */
-async function fakeOpenAi(): Promise<string> {
-  const usage = { prompt_tokens: 1200, completion_tokens: 300, total_tokens: 1500, prompt_tokens_details: { cached_tokens: 1000 } };
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      if (req.url?.endsWith('/responses'))
-        res.end(
-          JSON.stringify({
-            id: 'resp_1',
-            object: 'response',
-            created_at: 1,
-            model: 'gpt-4o-2024-08-06',
-            status: 'completed',
-            output: [
-              {
-                type: 'message',
-                id: 'msg_1',
-                status: 'completed',
-                role: 'assistant',
-                content: [{ type: 'output_text', text: 'On its way.', annotations: [] }],
-              },
-            ],
-            usage: {
-              input_tokens: 1200,
-              input_tokens_details: { cached_tokens: 1000 },
-              output_tokens: 300,
-              output_tokens_details: { reasoning_tokens: 0 },
-              total_tokens: 1500,
-            },
-          }),
-        );
-      else
-        res.end(
-          JSON.stringify({
-            id: 'c1',
-            object: 'chat.completion',
-            created: 1,
-            model: 'gpt-4o-2024-08-06',
-            choices: [{ index: 0, message: { role: 'assistant', content: 'On its way.' }, finish_reason: 'stop' }],
-            usage,
-          }),
-        );
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  onTestFinished(() => new Promise<void>((r) => server.close(() => r())));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-}
 
 describe('a trace is attributed to its customer and session however its spans arrive', () => {
   let t: TestServer;
