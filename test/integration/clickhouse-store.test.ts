@@ -97,7 +97,10 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     });
     await s.start();
     expect(infos).toEqual([
-      { obj: expect.objectContaining({ database: fresh, applied: ['0001_spans', '0002_rollups'] }) as unknown, msg: 'ClickHouse migrations applied' },
+      {
+        obj: expect.objectContaining({ database: fresh, applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily'] }) as unknown,
+        msg: 'ClickHouse migrations applied',
+      },
     ]);
   });
 
@@ -117,6 +120,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     expect(versions).toEqual([
       { version: '0001_spans', n: 1 },
       { version: '0002_rollups', n: 1 },
+      { version: '0003_sessions_workflows_daily', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
     // Beside the rows' columns: the derived metadata pairs and the rollups' weight (see 0002_rollups).
@@ -131,7 +135,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(2);
+      expect(r?.v).toBe(3);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -149,7 +153,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       await c.command({ query: "INSERT INTO schema_migrations VALUES ('0001_spans', now())" });
       const warnings: object[] = [];
       const logger = { warn: (o: object) => warnings.push(o), info: () => undefined };
-      expect(await applyClickHouseMigrations(c, old, logger)).toEqual(['0002_rollups']);
+      expect(await applyClickHouseMigrations(c, old, logger)).toEqual(['0002_rollups', '0003_sessions_workflows_daily']);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {
       await c.close();

@@ -48,6 +48,23 @@ export const MEASURES: readonly Measure[] = [
 export const DAILY_KEYS = ['org_id', 'start_date', 'customer_id', 'customer_name', 'model_id', 'provider', 'span_type'] as const;
 export type DailyKey = (typeof DAILY_KEYS)[number];
 
+/** A per-day rollup: its table and the span columns it groups by. */
+export interface DailyRollup {
+  table: string;
+  keys: readonly string[];
+}
+
+/**
+ * Every per-day rollup. Sessions and workflows are trace-level fields whose
+ * values multiply usage_daily's rows, so each has a narrow table of its own
+ * (a day holds as many rows as sessions, or workflows, that day).
+ */
+export const DAILY_ROLLUPS: readonly DailyRollup[] = [
+  { table: 'usage_daily', keys: DAILY_KEYS },
+  { table: 'sessions_daily', keys: ['org_id', 'start_date', 'customer_id', 'session_id'] },
+  { table: 'workflows_daily', keys: ['org_id', 'start_date', 'workflow_name'] },
+];
+
 /** The grouping columns of `traces`. */
 export const TRACE_KEYS = ['org_id', 'trace_id', 'start_date'] as const;
 
@@ -150,9 +167,9 @@ export function measureAggregates(d: RollupDialect, sign: 1 | -1, agg: (fn: 'sum
   return MEASURES.map((m) => `${agg('sum', sign === 1 ? measureSql(d, m) : `-(${measureSql(d, m)})`)} AS ${m.name}`);
 }
 
-/** The select that adds (or takes back) span rows from `source` into usage_daily. */
-export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = ''): string {
-  const keys = DAILY_KEYS.join(', ');
+/** The select that adds (or takes back) span rows from `source` into a per-day rollup (usage_daily by default). */
+export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = '', rollup: DailyRollup = DAILY_ROLLUPS[0] as DailyRollup): string {
+  const keys = rollup.keys.join(', ');
   return `SELECT ${keys}, ${measureAggregates(d, sign).join(', ')} FROM ${source}${where === '' ? '' : ` WHERE ${where}`} GROUP BY ${keys}`;
 }
 

@@ -6,7 +6,7 @@ import {
   candidateSql,
   candidateValueSql,
   dailyDeltaSql,
-  DAILY_KEYS,
+  DAILY_ROLLUPS,
   DUCKDB_ROLLUP,
   MEASURES,
   TRACE_EXTRA,
@@ -287,7 +287,7 @@ export class DuckDbSpanStore implements SpanStore {
             `UPDATE spans SET ${[...COST_COLUMNS, 'priced', 'price_source'].map((k) => `${k} = c.${k}`).join(', ')} FROM ti_costs c ` +
               `WHERE spans.start_time BETWEEN ${Number(r?.lo)} AND ${Number(r?.hi)} AND ${match}`,
           );
-          await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
+          for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored, r)}`);
           await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
         }),
       COST_CHANGE_COLUMNS,
@@ -307,7 +307,7 @@ export class DuckDbSpanStore implements SpanStore {
 
   /** Takes the spans matching `where` back out of both rollups. */
   private async takeBack(where: string): Promise<void> {
-    await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', -1, where)}`);
+    for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', -1, where, r)}`);
     await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', -1, where)}`);
   }
 
@@ -342,15 +342,15 @@ export class DuckDbSpanStore implements SpanStore {
       const lo = dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS;
       const window = `start_time BETWEEN ${lo} AND ${dayStartMs(range.dayHi) + (TRACE_WINDOW_DAYS + 1) * DAY_MS - 1}`;
       const moved = 'EXISTS (SELECT 1 FROM ti_resolved r WHERE r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id)';
-      await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(d, 'spans', -1, `${window} AND ${moved}`)}`);
+      for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', -1, `${window} AND ${moved}`, r)}`);
       await this.run(
         `UPDATE spans SET ${set} FROM ti_resolved r WHERE spans.${window} AND r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id`,
       );
-      await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`)}`);
+      for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
       this.touch(dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
     }
     await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
-    await this.bump(`INSERT INTO usage_daily ${dailyDeltaSql(d, 'ti_batch', 1)}`);
+    for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     this.touch(range.dayLo, range.dayHi);
   }
 
@@ -379,12 +379,14 @@ export class DuckDbSpanStore implements SpanStore {
     const inDays = `start_date IN (${days.map((day) => `DATE '${day}'`).join(', ')})`;
     const sums = MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ');
     await this.transaction(async () => {
-      await this.run(
-        `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${DAILY_KEYS.join(', ')}, ${sums} FROM usage_daily WHERE ${inDays} ` +
-          `GROUP BY ${DAILY_KEYS.join(', ')} HAVING sum(spans) <> 0`,
-      );
-      await this.run(`DELETE FROM usage_daily WHERE ${inDays}`);
-      await this.run('INSERT INTO usage_daily SELECT * FROM ti_compact');
+      for (const r of DAILY_ROLLUPS) {
+        await this.run(
+          `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${r.keys.join(', ')}, ${sums} FROM ${r.table} WHERE ${inDays} ` +
+            `GROUP BY ${r.keys.join(', ')} HAVING sum(spans) <> 0`,
+        );
+        await this.run(`DELETE FROM ${r.table} WHERE ${inDays}`);
+        await this.run(`INSERT INTO ${r.table} SELECT * FROM ti_compact`);
+      }
       await this.run(
         `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${TRACE_KEYS.join(', ')}, ${sums}, ` +
           `${TRACE_EXTRA.map((e) => `${e.agg}(${e.name}) AS ${e.name}`).join(', ')}, ` +

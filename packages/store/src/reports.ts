@@ -117,13 +117,14 @@ function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params
  * grouping only), so a range with millions of traces stays cheap.
  */
 export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
-  const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then) : undefined;
+  const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then, f.customerId !== undefined) : undefined;
   if (source === undefined) return scanReport(store, f);
   const { days, edges } = splitRange(f.from, f.to);
   const parts: UsageRow[][] = [];
   // With partial days at the edges the ranked cut is made after they are added in.
   const limit = edges.length === 0 ? f.limit : undefined;
-  if (days !== undefined) parts.push(await (source === 'daily' ? dailyReport : traceReport)(store, { ...f, limit }, days));
+  if (days !== undefined)
+    parts.push(await (source === 'traces' ? traceReport(store, { ...f, limit }, days) : dailyReport(store, { ...f, limit }, days, source)));
   for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
   const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
   return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, Math.max(0, Math.trunc(f.limit)));
@@ -194,19 +195,25 @@ function mergeRows(parts: readonly UsageRow[][]): UsageRow[] {
   return [...out.values()];
 }
 
-/** The dimensions each rollup can group by, with its column (or, for traces, the resolved field). */
-const DAILY_GROUPS: Partial<Record<GroupBy, string>> = {
-  customer: 'customer_id',
-  model: 'model_id',
-  provider: 'provider',
-  day: 'start_date',
-  'span-type': 'span_type',
-};
+/** A per-day rollup as reports read it: the groupings it holds, by column. */
+interface DailySource {
+  table: string;
+  groups: Partial<Record<GroupBy, string>>;
+}
+
+/** The per-day rollups (DAILY_ROLLUPS), each with the dimensions it can group by; the first that fits is read. */
+const DAILY_SOURCES: readonly DailySource[] = [
+  { table: 'usage_daily', groups: { customer: 'customer_id', model: 'model_id', provider: 'provider', day: 'start_date', 'span-type': 'span_type' } },
+  { table: 'sessions_daily', groups: { session: 'session_id', customer: 'customer_id', day: 'start_date' } },
+  { table: 'workflows_daily', groups: { workflow: 'workflow_name', day: 'start_date' } },
+];
+/** The traces table's groupings: the trace, or a field resolved per trace. */
 const TRACE_GROUPS: Partial<Record<GroupBy, string>> = { trace: 'trace_id', session: 'session', customer: 'customer', workflow: 'workflow' };
 
-function rollupFor(by: GroupBy, then: GroupBy | undefined): 'daily' | 'traces' | undefined {
-  const fits = (g: Partial<Record<GroupBy, string>>) => g[by] !== undefined && (then === undefined || g[then] !== undefined);
-  return fits(DAILY_GROUPS) ? 'daily' : fits(TRACE_GROUPS) ? 'traces' : undefined;
+function rollupFor(by: GroupBy, then: GroupBy | undefined, byCustomer: boolean): DailySource | 'traces' | undefined {
+  const fits = (g: Partial<Record<GroupBy, string>>) =>
+    g[by] !== undefined && (then === undefined || g[then] !== undefined) && (!byCustomer || g.customer !== undefined);
+  return DAILY_SOURCES.find((s) => fits(s.groups)) ?? (fits(TRACE_GROUPS) ? 'traces' : undefined);
 }
 
 const DAY = 86_400_000;
@@ -243,10 +250,15 @@ function asText(d: ReportDialect, inner: string, withSub: boolean): string {
   return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${measures} FROM (${inner}) r`;
 }
 
-async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
+async function dailyReport(
+  store: SpanStore,
+  f: UsageFilter & { limit?: number | undefined },
+  days: { from: string; to: string },
+  source: DailySource,
+): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
-  const group = DAILY_GROUPS[f.by] as string;
-  const sub = f.then === undefined ? undefined : DAILY_GROUPS[f.then];
+  const group = source.groups[f.by] as string;
+  const sub = f.then === undefined ? undefined : source.groups[f.then];
   const where = ['org_id = ?', `start_date >= ${d.dateLiteral(days.from)}`, `start_date < ${d.dateLiteral(days.to)}`];
   const params: unknown[] = [f.orgId];
   if (f.customerId !== undefined) {
@@ -255,7 +267,7 @@ async function dailyReport(store: SpanStore, f: UsageFilter & { limit?: number |
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
   const sql =
-    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM usage_daily ` +
+    `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM ${source.table} ` +
     `WHERE ${where.join(' AND ')} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
   return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
 }
