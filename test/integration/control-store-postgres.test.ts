@@ -62,6 +62,8 @@ describe('PostgreSQL control store across processes', () => {
     expect(rows.map((r) => r.table_name)).toEqual([
       '__drizzle_migrations',
       'api_keys',
+      'budget_events',
+      'budgets',
       'console_tokens',
       'orgs',
       'plans',
