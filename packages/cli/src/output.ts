@@ -3,12 +3,29 @@ import Table from 'cli-table3';
 export interface Output {
   out(text: string): void;
   err(text: string): void;
+  /** Set when stderr is a terminal: progress may redraw a line there. */
+  isTty?: boolean;
+  /** Writes to stderr as is (no newline): a progress line redrawn with \r. */
+  progress?(text: string): void;
 }
 
 export const stdio: Output = {
   out: (t) => process.stdout.write(t.endsWith('\n') ? t : t + '\n'),
   err: (t) => process.stderr.write(t.endsWith('\n') ? t : t + '\n'),
+  isTty: process.stderr.isTTY,
+  progress: (t) => process.stderr.write(t),
 };
+
+/** A progress bar on stderr, redrawn in place: [#####-----] 52% 520,000 / 1,000,000 rows. */
+export function progressBar(o: Output, width = 30): (done: number, total: number) => void {
+  return (done, total) => {
+    const share = total === 0 ? 1 : Math.min(1, done / total);
+    const filled = Math.round(share * width);
+    o.progress?.(
+      `\r[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${Math.round(share * 100)}% ${done.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} rows`,
+    );
+  };
+}
 
 export function printJson(o: Output, data: unknown): void {
   o.out(JSON.stringify(data, null, 2));

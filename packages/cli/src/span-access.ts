@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import { UsageError } from '@trace-ingest/shared/errors';
+import { exportCount, exportLines, exportQuery, type ExportFilter } from '@trace-ingest/store/export';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { reprice, usageReport, type RepriceFilter, type RepriceResult, type UsageFilter, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
@@ -13,6 +14,32 @@ export interface SpanAccess {
   /** A read-only query; at most `maxRows` rows are read (the store stops there). */
   sql(sql: string, params?: unknown[], maxRows?: number): Promise<QueryRow[]>;
   reprice(f: RepriceFilter): Promise<RepriceResult>;
+  /** An export's rows as canonical lines (chunks of bytes) as the store yields them, and how many there are. */
+  exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }>;
+}
+
+/** NDJSON from the admin socket, as the bytes arrive. */
+function streamRows(socketPath: string, path: string, body: unknown): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = http.request(
+      { socketPath, method: 'POST', path, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } },
+      (res) => {
+        if ((res.statusCode ?? 500) >= 400) {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () =>
+            reject(new UsageError(text === '' ? `admin request failed (${res.statusCode})` : ((JSON.parse(text) as { error?: string }).error ?? text))),
+          );
+          return;
+        }
+        resolve({ total: Number(res.headers['x-total-rows'] ?? 0), rows: res as AsyncIterable<Buffer> });
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
 }
 
 function request<T>(socketPath: string, method: string, path: string, body?: unknown): Promise<T> {
@@ -56,6 +83,9 @@ class ServerAccess implements SpanAccess {
   reprice(f: RepriceFilter): Promise<RepriceResult> {
     return request<RepriceResult>(this.socket, 'POST', '/v1/reprice', f);
   }
+  exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
+    return streamRows(this.socket, '/v1/export/rows', f);
+  }
 }
 
 class DirectAccess implements SpanAccess {
@@ -70,6 +100,11 @@ class DirectAccess implements SpanAccess {
   async reprice(f: RepriceFilter): Promise<RepriceResult> {
     const pricing = await createPricing(await this.ctx.keys(), { catalogFile: this.ctx.config.PRICE_CATALOG_FILE });
     return reprice(await this.ctx.spans(), pricing.price, f);
+  }
+  async exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
+    const store = await this.ctx.spans();
+    const { sql, params } = exportQuery(store.kind, f);
+    return { total: await exportCount(store, f), rows: exportLines(store.queryStream(sql, params)) };
   }
 }
 

@@ -4,6 +4,7 @@ import express from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
+import { exportCount, exportLines, exportQuery } from '@trace-ingest/store/export';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
 import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
@@ -69,6 +70,19 @@ export class AdminServer {
     });
     app.post('/v1/usage', async (req, res) => {
       res.json({ rows: await usageReport(this.spans, parse(UsageBody, req.body)) });
+    });
+    // An export's rows as canonical lines, streamed as the store yields them (the CLI writes the file).
+    app.post('/v1/export/rows', async (req, res) => {
+      const f = parse(z.strictObject(Window), req.body);
+      const { sql, params } = exportQuery(this.spans.kind, f);
+      const total = await exportCount(this.spans, f);
+      res.setHeader('content-type', 'application/x-ndjson');
+      res.setHeader('x-total-rows', String(total));
+      for await (const chunk of exportLines(this.spans.queryStream(sql, params))) {
+        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
+        if (res.destroyed) return;
+      }
+      res.end();
     });
     app.post('/v1/reprice', async (req, res) => {
       await this.pricing.refresh();

@@ -30,7 +30,7 @@ export function resolveWindow(w: Window, now = Date.now()): { from: number; to: 
   return { from, to: Date.UTC(Number(m[1]), Number(m[2]), 1) };
 }
 
-async function orgId(ctx: CliContext, org: string): Promise<string> {
+export async function orgIdOf(ctx: CliContext, org: string): Promise<string> {
   const o = await (await ctx.keys()).getOrg(org);
   if (o === null) throw new UnknownNameError('org', org);
   return o.id;
@@ -53,7 +53,7 @@ export async function usageInWindow(
   // The dates are checked before any store is opened: a typo is reported as itself.
   const window = resolveWindow(input);
   const access = await openSpanAccess(ctx);
-  const id = await orgId(ctx, input.org);
+  const id = await orgIdOf(ctx, input.org);
   const filter = { orgId: id, ...window, customerId: input.customer };
   const rows = await access.usage({ ...filter, by: input.by, limit: input.limit });
   const truncated = input.limit !== undefined && rows.length >= input.limit;
@@ -89,5 +89,5 @@ export async function repriceSpans(
 ): Promise<RepriceResult> {
   const window = resolveWindow({ from: input.from, to: input.to });
   const access = await openSpanAccess(ctx);
-  return access.reprice({ orgId: await orgId(ctx, input.org), ...window, model: input.model });
+  return access.reprice({ orgId: await orgIdOf(ctx, input.org), ...window, model: input.model });
 }

@@ -3,10 +3,11 @@ import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS } from '@trace-ingest/store/reports';
+import { exportSpans } from '../actions/export.js';
 import { repriceSpans, sql, usageInWindow, whereSpansAre } from '../actions/usage.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
-import { printJson, printTable, type Output } from '../output.js';
+import { printJson, printTable, progressBar, type Output } from '../output.js';
 
 export function printCsv(out: Output, rows: readonly Record<string, unknown>[]): void {
   if (rows.length > 0) out.out(toCsv(rows));
@@ -109,6 +110,35 @@ export function registerReports(program: Command, run: Runner): void {
         if (o.json === true) printJson(out, rows);
         else printTable(out, rows, Object.keys(rows[0] ?? {}));
         if (more) out.err(`only the first ${o.limit} rows are shown: add a LIMIT or an aggregate to the query, or raise --limit`);
+      }),
+    );
+  program
+    .command('export')
+    .description("write an org's spans of a window to a file (every column of the spans table), streamed; works while the server runs")
+    .requiredOption('--org <org>', 'org name or id')
+    .option('--month <YYYY-MM>', 'a UTC calendar month (default: this month)')
+    .option('--from <date>', 'start (YYYY-MM-DD UTC or ISO timestamp)')
+    .option('--to <date>', 'end (a bare date includes that day)')
+    .requiredOption('--format <format>', 'parquet, csv or ndjson')
+    .requiredOption('--out <file>', 'the file to write (replaced)')
+    .addHelpText('after', '\nExample:\n  trace-ingest export --org acme --month 2026-10 --format parquet --out acme-2026-10.parquet')
+    .action((raw: Record<string, unknown>) =>
+      run(async (ctx, out) => {
+        const o = parseOptions(
+          z.object({
+            org: z.string().min(1),
+            month: z.string().optional(),
+            from: z.string().optional(),
+            to: z.string().optional(),
+            format: z.enum(['parquet', 'csv', 'ndjson']),
+            out: z.string().min(1),
+          }),
+          raw,
+        );
+        const bar = out.isTty === true ? progressBar(out) : undefined;
+        const r = await exportSpans(ctx, o, bar);
+        if (bar !== undefined) out.err('');
+        out.out(`wrote ${r.rows} spans to ${r.file} (${r.bytes} bytes, ${o.format})`);
       }),
     );
   program
