@@ -21,9 +21,8 @@ export function progressBar(o: Output, width = 30): (done: number, total: number
   return (done, total) => {
     const share = total === 0 ? 1 : Math.min(1, done / total);
     const filled = Math.round(share * width);
-    o.progress?.(
-      `\r[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${Math.round(share * 100)}% ${done.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} rows`,
-    );
+    const counts = `${done.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} rows`;
+    o.progress?.(`\r[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${Math.round(share * 100)}% ${counts}`);
   };
 }
 
