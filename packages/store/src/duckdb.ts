@@ -82,6 +82,8 @@ export interface DuckDbSpanStoreOptions {
   migrationsDir?: URL | undefined;
   /** Partial rollup rows written before they are folded into one per key (default 20,000). */
   compactRows?: number | undefined;
+  /** DuckDB's checkpoint_threshold: the size its own log reaches before a checkpoint (default 256MB). */
+  checkpointThreshold?: string | undefined;
 }
 
 /**
@@ -124,6 +126,9 @@ export class DuckDbSpanStore implements SpanStore {
     const settings: Record<string, string> = {};
     if (this.opts.memoryLimit !== undefined) settings.memory_limit = this.opts.memoryLimit;
     if (this.opts.threads !== undefined) settings.threads = String(this.opts.threads);
+    // A checkpoint's cost grows with the file (10M rows: 350 against 125 ms per 5,000-row insert when one ran
+    // after every insert at DuckDB's 16 MB); fewer of them keep the cost per row flat: 355 against 318 ms at 256 MB.
+    settings.checkpoint_threshold = this.opts.checkpointThreshold ?? '256MB';
     // The file is attached to an in-memory instance so it can take ROW_GROUP_SIZE:
     // every checkpoint (one per 16 MB of DuckDB's own log) rewrites the row group
     // being appended to, and at DuckDB's 122,880 rows that group holds hundreds of
