@@ -97,8 +97,9 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
       };
 }
 
-function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params: unknown[] } {
-  const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
+function filterSql(f: Omit<UsageFilter, 'by' | 'then'>, d: ReportDialect): { where: string; params: unknown[] } {
+  // The days too: ClickHouse finds rows by its sort key (org, start_date, ...), not by start_time.
+  const where = ['org_id = ?', ...dayBounds(d, f.from, f.to), 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.customerId !== undefined) {
     where.push('customer_id = ?');
@@ -109,6 +110,12 @@ function filterSql(f: Omit<UsageFilter, 'by' | 'then'>): { where: string; params
     params.push(f.traceId);
   }
   return { where: where.join(' AND '), params };
+}
+
+/** The UTC days holding [from, to), as conditions on start_date (literals made here from numbers). */
+function dayBounds(d: ReportDialect, from: number, to: number): string[] {
+  const safe = (ms: number) => dayText(Math.min(Math.max(ms, 0), 253_402_300_799_999));
+  return [`start_date >= ${d.dateLiteral(safe(from))}`, `start_date <= ${d.dateLiteral(safe(to - 1))}`];
 }
 
 /**
@@ -134,7 +141,7 @@ export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: n
 async function scanReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
   const group = GROUPS[f.by];
-  const filter = filterSql(f);
+  const filter = filterSql(f, d);
   let { where, params } = filter;
   const sub = f.then === undefined ? undefined : GROUPS[f.then];
   if (f.limit !== undefined && sub === undefined) {
@@ -320,7 +327,7 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
     );
     return Number(r?.n ?? 0);
   }
-  const { where, params } = filterSql(f);
+  const { where, params } = filterSql(f, d);
   const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
   return Number(r?.n ?? 0);
 }
@@ -361,7 +368,7 @@ export async function groupLabels(
     }
     return out;
   }
-  const { where, params } = filterSql(f);
+  const { where, params } = filterSql(f, d);
   const column = GROUPS[f.by];
   const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
   const rows = await store.query(
@@ -392,11 +399,12 @@ export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: 
       [f.orgId, f.traceId],
     );
     if (t === undefined || Number(t.n) === 0 || t.lo === null || t.lo === undefined) return [];
-    window = ' AND start_time >= ? AND start_time <= ?';
+    window = ` AND ${dayBounds(d, Number(t.lo), Number(t.hi) + 1).join(' AND ')} AND start_time >= ? AND start_time <= ?`;
     params.push(Number(t.lo), Number(t.hi));
   }
   const rows = await store.query(
-    `SELECT ${storedColumns(d)} FROM ${d.from} WHERE org_id = ? AND trace_id = ?${window} ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
+    // From a subquery: the text casts are aliased as the columns, which the filter must not see (ClickHouse).
+    `SELECT ${storedColumns(d)} FROM (SELECT * FROM ${d.from} WHERE org_id = ? AND trace_id = ?${window}) s ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
     params,
   );
   return rows.map((r) => storedToRow(r));
@@ -495,7 +503,7 @@ const COST_KEYS: readonly (keyof SpanCosts)[] = [...COST_COLUMNS, 'priced', 'pri
  */
 export async function reprice(store: SpanStore, price: (span: Span, orgId: string) => SpanCosts, f: RepriceFilter, batchRows = 5000): Promise<RepriceResult> {
   const d = reportDialect(store.kind);
-  const where = ['org_id = ?', 'start_time >= ?', 'start_time < ?'];
+  const where = ['org_id = ?', ...dayBounds(d, f.from, f.to), 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.model !== undefined) {
     where.push('model_id = ?');
