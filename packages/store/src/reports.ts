@@ -404,7 +404,8 @@ export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: 
   }
   const rows = await store.query(
     // From a subquery: the text casts are aliased as the columns, which the filter must not see (ClickHouse).
-    `SELECT ${storedColumns(d)} FROM (SELECT * FROM ${d.from} WHERE org_id = ? AND trace_id = ?${window}) s ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
+    `SELECT ${storedColumns(d)} FROM (SELECT * FROM ${d.from} WHERE org_id = ? AND trace_id = ?${window}) s ` +
+      `ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
     params,
   );
   return rows.map((r) => storedToRow(r));
