@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
+import { openControlDriver } from './console-tokens.js';
 import type { ControlDriver } from './control-store.js';
 
 /**
@@ -249,10 +250,5 @@ export class Budgets {
 
 /** The budgets in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
 export async function openBudgets(opts: { sqliteFile: string; databaseUrl?: string | undefined }): Promise<Budgets> {
-  if (opts.databaseUrl !== undefined) {
-    const { PostgresControlDriver } = await import('./control-store-postgres.js');
-    return new Budgets(new PostgresControlDriver(opts.databaseUrl, { poolSize: 2 }));
-  }
-  const { SqliteControlDriver } = await import('./control-store-sqlite.js');
-  return new Budgets(new SqliteControlDriver(opts.sqliteFile));
+  return new Budgets(await openControlDriver(opts));
 }

@@ -1,7 +1,7 @@
-import { encodeRow, SPAN_COLUMNS, type SpanRow } from '@trace-ingest/shared/rows';
+import { encodeRow, type SpanRow } from '@trace-ingest/shared/rows';
 import { CLICKHOUSE_ROLLUP, NON_ROOT_RANK, RANK_DIGITS, TRACE_FIELDS, TRACE_WINDOW_DAYS, type TraceField } from '@trace-ingest/shared/rollups';
 import { bindParams } from './clickhouse-sql.js';
-import { reportDialect, storedToRow } from './reports.js';
+import { reportDialect, storedColumns, storedToRow } from './reports.js';
 import type { QueryRow } from './span-store.js';
 
 /**
@@ -25,7 +25,10 @@ const d = CLICKHOUSE_ROLLUP;
 // An IN list stays well under ClickHouse's 256 KiB query limit.
 const IN_CHUNK = 500;
 
-const key = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
+/** A span's identity as one map key. */
+export const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
+// Every stored column, decimals and dates as text (aliased as the columns: read from a subquery).
+const COLUMNS = storedColumns(reportDialect('clickhouse'));
 const traceKey = (r: { org_id: string; trace_id: string }): string => `${r.org_id}\u0000${r.trace_id}`;
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
@@ -60,7 +63,7 @@ const valueOf = (c: string | undefined): string => (none(c) ? '' : (c as string)
 export async function unstoredRows(run: Run, rows: readonly SpanRow[]): Promise<SpanRow[]> {
   const once = new Map<string, SpanRow>();
   for (const r of rows) {
-    const k = key(r);
+    const k = spanKey(r);
     const seen = once.get(k);
     if (seen === undefined || r.received_at < seen.received_at) once.set(k, r);
   }
@@ -76,9 +79,9 @@ export async function unstoredRows(run: Run, rows: readonly SpanRow[]): Promise<
         [dayText(lo), dayText(hi), lo, hi, ...part],
       ),
     );
-    for (const f of found) stored.add(key(f as SpanRow));
+    for (const f of found) stored.add(spanKey(f as SpanRow));
   }
-  return fresh.filter((r) => !stored.has(key(r)));
+  return fresh.filter((r) => !stored.has(spanKey(r)));
 }
 
 /**
@@ -136,7 +139,7 @@ export async function spansToMove(run: Run, rows: readonly SpanRow[], fields: Ma
   for (const part of inChunks(traces)) {
     const stored = await run(
       bindParams(
-        `SELECT ${storedColumns()} FROM (SELECT * FROM spans FINAL WHERE start_date >= toDate(?) AND start_date <= toDate(?) ` +
+        `SELECT ${COLUMNS} FROM (SELECT * FROM spans FINAL WHERE start_date >= toDate(?) AND start_date <= toDate(?) ` +
           `AND (org_id, trace_id) IN (${part.map(() => '(?, ?)').join(', ')}))`,
         [...window, ...part.flatMap((t) => [t.org_id, t.trace_id])],
       ),
@@ -157,7 +160,7 @@ export async function storedSpans(run: Run, spans: readonly { org_id: string; tr
     const { lo, hi } = startRange(part);
     const found = await run(
       bindParams(
-        `SELECT ${storedColumns()} FROM (SELECT * FROM spans FINAL WHERE start_date >= toDate(?) AND start_date <= toDate(?) ` +
+        `SELECT ${COLUMNS} FROM (SELECT * FROM spans FINAL WHERE start_date >= toDate(?) AND start_date <= toDate(?) ` +
           `AND start_time >= ? AND start_time <= ? AND (org_id, trace_id, span_id) IN (${part.map(() => '(?, ?, ?)').join(', ')}))`,
         [dayText(lo), dayText(hi), lo, hi, ...part.flatMap((s) => [s.org_id, s.trace_id, s.span_id])],
       ),
@@ -182,10 +185,4 @@ export function replacement(stored: SpanRow, next: SpanRow, now: number): string
  */
 export function weighted(row: SpanRow, weight: 1 | -1): string {
   return `${encodeRow(row).slice(0, -1)},"rollup_weight":${weight}}`;
-}
-
-/** Every stored column, with decimals and dates as text so they survive exactly (aliased as the columns: read from a subquery). */
-export function storedColumns(): string {
-  const rd = reportDialect('clickhouse');
-  return SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${rd.text(n)} AS ${n}` : n)).join(', ');
 }

@@ -6,7 +6,7 @@ import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickh
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
 import type { SpanRow } from '@trace-ingest/shared/rows';
-import { replacement, resolvedFields, spansToMove, storedSpans, unstoredRows, weighted, withFields } from './clickhouse-rollups.js';
+import { replacement, resolvedFields, spanKey, spansToMove, storedSpans, unstoredRows, weighted, withFields } from './clickhouse-rollups.js';
 import {
   chunksOf,
   type CostChange,
@@ -39,8 +39,6 @@ interface Endpoint {
   password: string;
   database: string;
 }
-
-const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
 
 /** Whether a parsed line names its span and times as the canonical form does. */
 function identified(r: SpanRow): boolean {

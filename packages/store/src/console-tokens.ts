@@ -111,10 +111,19 @@ export class ConsoleTokens {
 
 /** The console tokens in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
 export async function openConsoleTokens(opts: { sqliteFile: string; databaseUrl?: string | undefined }): Promise<ConsoleTokens> {
+  return new ConsoleTokens(await openControlDriver(opts));
+}
+
+/**
+ * A small connection of its own to the control store's database (PostgreSQL
+ * when DATABASE_URL is set, else the SQLite file), for the parts that keep
+ * tables there beside the control store (console tokens, budgets).
+ */
+export async function openControlDriver(opts: { sqliteFile: string; databaseUrl?: string | undefined }): Promise<ControlDriver> {
   if (opts.databaseUrl !== undefined) {
     const { PostgresControlDriver } = await import('./control-store-postgres.js');
-    return new ConsoleTokens(new PostgresControlDriver(opts.databaseUrl, { poolSize: 2 }));
+    return new PostgresControlDriver(opts.databaseUrl, { poolSize: 2 });
   }
   const { SqliteControlDriver } = await import('./control-store-sqlite.js');
-  return new ConsoleTokens(new SqliteControlDriver(opts.sqliteFile));
+  return new SqliteControlDriver(opts.sqliteFile);
 }

@@ -18,6 +18,11 @@ export const DUCKDB_TYPES: Record<ColumnKind, string> = {
   int_array: 'BIGINT[]',
 };
 
+/** The `columns` argument of read_json for these columns (the stores' and exports' bulk loads). */
+export function readJsonColumns(columns: readonly (readonly [string, ColumnKind])[] = SPAN_COLUMNS): string {
+  return `{${columns.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
+}
+
 export interface DuckDbMigrationLogger {
   warn(obj: object, msg: string): void;
   info(obj: object, msg: string): void;

@@ -15,7 +15,7 @@ import {
   TRACE_WINDOW_DAYS,
   traceDeltaSql,
 } from '@trace-ingest/shared/rollups';
-import { applyDuckDbMigrations, DUCKDB_TYPES, type DuckDbMigrationLogger } from './duckdb-migrations.js';
+import { applyDuckDbMigrations, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import {
   chunksOf,
   ReadOnlyQueryError,
@@ -36,9 +36,6 @@ const CATALOG = 'spans_store';
 const ROW_GROUP_ROWS = 8192;
 
 const COLUMN_LIST = SPAN_COLUMNS.map(([n]) => `"${n}"`).join(', ');
-function readJsonColumns(columns: readonly (readonly [string, ColumnKind])[]): string {
-  return `{${columns.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
-}
 
 /** What a cost change carries: the span's identity, its start time (to find it by row-group min/max) and its new costs. */
 const COST_CHANGE_COLUMNS: readonly (readonly [string, ColumnKind])[] = [

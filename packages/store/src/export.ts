@@ -4,8 +4,8 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { csvCell } from '@trace-ingest/shared/csv';
 import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
-import { DUCKDB_TYPES } from './duckdb-migrations.js';
-import { reportDialect, storedToRow } from './reports.js';
+import { readJsonColumns } from './duckdb-migrations.js';
+import { reportDialect, storedColumns, storedToRow } from './reports.js';
 import type { QueryRow, SpanStore } from './span-store.js';
 
 /**
@@ -31,7 +31,7 @@ const COLUMN_NAMES = SPAN_COLUMNS.map(([n]) => n);
 /** The query of an export (one row per span, start order), for either store, values bound. */
 export function exportQuery(kind: SpanStore['kind'], f: ExportFilter): { sql: string; params: unknown[] } {
   const d = reportDialect(kind);
-  const columns = SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
+  const columns = storedColumns(d);
   // ClickHouse: the text casts are aliased as the columns, so the filter runs in a subquery on the columns themselves.
   const source = `(SELECT * FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ? ORDER BY start_time, trace_id, span_id) s`;
   return { sql: `SELECT ${columns} FROM ${source}`, params: [f.orgId, f.from, f.to] };
@@ -144,8 +144,7 @@ class ParquetWriter implements ExportWriter {
       const db = await DuckDBInstance.create(':memory:', { memory_limit: '160MB', threads: '1', temp_directory: this.work, preserve_insertion_order: 'false' });
       const c = await db.connect();
       try {
-        const cols = `{${SPAN_COLUMNS.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
-        const source = `read_json(${quote(this.lines.file)}, format = 'newline_delimited', columns = ${cols}, maximum_object_size = 33554432)`;
+        const source = `read_json(${quote(this.lines.file)}, format = 'newline_delimited', columns = ${readJsonColumns()}, maximum_object_size = 33554432)`;
         // Small row groups: each is held whole while written, and a span may carry megabytes of text.
         await c.run(`COPY (SELECT * FROM ${source}) TO ${quote(path.resolve(this.file))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${ROW_GROUP_ROWS})`);
       } finally {

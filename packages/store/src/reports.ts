@@ -382,7 +382,7 @@ export async function groupLabels(
 }
 
 /** Every stored column, with decimals and dates as text so they survive either store's driver exactly. */
-function storedColumns(d: ReportDialect): string {
+export function storedColumns(d: ReportDialect): string {
   return SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
 }
 
