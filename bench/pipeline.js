@@ -13,6 +13,8 @@
 //   price     the price engine, per span
 //   encode    the canonical lines (encodeTraceHead/encodeSpanLine)
 //   bytes     the lines as one NDJSON Buffer (toNdjson), and its crc32 (what the write log appends)
+//   5rules    bytes, with an org content policy of 5 redaction rules (email, card, api-key and two of the org's own)
+//   notext    bytes, with the content policy `record: no-text`
 import { crc32 } from 'node:zlib';
 import { exceedsDepth, MAX_JSON_DEPTH } from '../packages/server/dist/json-depth.js';
 import { PriceEngine } from '../packages/shared/dist/price-engine.js';
@@ -21,6 +23,7 @@ import { encodeSpanLine, encodeTraceHead } from '../packages/shared/dist/rows.js
 import { validateIngest } from '../packages/shared/dist/validate.js';
 import { mapExportRequest } from '../packages/shared/dist/otlp-genai.js';
 import { OtlpCodec } from '../packages/server/dist/otlp-codec.js';
+import { compileContentPolicy, validateContentPolicy } from '../packages/shared/dist/content-policy.js';
 import { stamp, workload, WORKLOAD_NAMES } from './workloads.js';
 
 const args = process.argv.slice(2);
@@ -52,6 +55,27 @@ function encode(payload) {
   return lines;
 }
 
+const FIVE_RULES = compileContentPolicy(
+  validateContentPolicy({
+    rules: ['email', 'card', 'api-key'],
+    custom: [
+      { pattern: 'acct-[0-9]{6,}', replacement: '[account]' },
+      { pattern: '(?:password|passwd|pwd)\\s*[:=]\\s*\\S+', flags: 'i', replacement: '[password]' },
+    ],
+  }),
+);
+const NO_TEXT = compileContentPolicy({ record: 'no-text', rules: [], custom: [] });
+
+/** The bytes step with an org content policy applied to each trace first (pipeline.ts encodeTraces). */
+function withPolicy(policy) {
+  return (body) => {
+    const p = parse(body);
+    validateIngest(p);
+    const buf = toNdjson(encode({ traces: p.traces.map((t) => policy.apply(t)) }));
+    return crc32(buf) + buf.length;
+  };
+}
+
 const STEPS = {
   parse: (body) => parse(body),
   validate: (body) => validateIngest(parse(body)),
@@ -73,10 +97,15 @@ const STEPS = {
     const buf = toNdjson(encode(p));
     return crc32(buf) + buf.length;
   },
+  '5rules': withPolicy(FIVE_RULES),
+  notext: withPolicy(NO_TEXT),
 };
+const STEP_COUNT = Object.keys(STEPS).length;
 
 console.log(`pipeline: µs per span on one thread, cumulative steps, median of ${ROUNDS} rounds (node ${process.version})`);
-console.log(['workload', ...Object.keys(STEPS), 'encoded B/span', 'body B/span'].map((h, i) => (i === 0 ? h.padEnd(9) : h.padStart(i > 5 ? 15 : 9))).join(''));
+console.log(
+  ['workload', ...Object.keys(STEPS), 'encoded B/span', 'body B/span'].map((h, i) => (i === 0 ? h.padEnd(9) : h.padStart(i > STEP_COUNT ? 15 : 9))).join(''),
+);
 for (const name of names) {
   const w = workload(name);
   otlp = name === 'otlp';

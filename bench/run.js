@@ -66,6 +66,10 @@ async function main() {
     await import('./growth.js');
     return;
   }
+  if (process.argv.includes('--retention')) {
+    await import('./retention.js');
+    return;
+  }
   const o = options(process.argv.slice(2));
   if (!fs.existsSync(path.join(root, 'packages/server/dist/main.js'))) execFileSync('npx', ['tsc', '-b'], { cwd: root, stdio: 'inherit' });
   const results = [];

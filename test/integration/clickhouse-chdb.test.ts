@@ -14,6 +14,7 @@ import {
   type ClickHouseExecutor,
 } from '@trace-ingest/store/clickhouse';
 import { replacement, weighted } from '@trace-ingest/store/clickhouse-rollups';
+import { applyRetentionTtl } from '@trace-ingest/store/clickhouse-retention';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
@@ -116,10 +117,15 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
   });
 
   it('applies the migrations, and again, with the same runner as the server', async () => {
-    expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual(['0001_spans', '0002_rollups', '0003_sessions_workflows_daily']);
+    expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([
+      '0001_spans',
+      '0002_rollups',
+      '0003_sessions_workflows_daily',
+      '0004_retention_columns',
+    ]);
     expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
     expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version ORDER BY version', 'CSV').trim()).toBe(
-      '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1',
+      '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1',
     );
     expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
       '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',
@@ -214,5 +220,35 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     session.query('OPTIMIZE TABLE spans FINAL');
     expect(byCustomer()).toBe(scan());
     expect(traces()).toBe('2,"1.25"');
+  });
+
+  it('expires rows and texts by the TTLs of migration 0004 on a current engine, while the rollups keep the costs', async () => {
+    const version = session.query('SELECT version()', 'CSV').trim().replaceAll('"', '');
+    expect(await applyRetentionTtl(db, version)).toBe(true);
+    expect(await applyRetentionTtl(db, version)).toBe(false);
+    expect(await applyRetentionTtl(db, '18.16.1')).toBe(false);
+    const day = 86_400_000;
+    const today = Math.floor(Date.now() / day) * day;
+    const t: Trace = {
+      traceId: 'chdb-ttl',
+      customer: { id: 'cust-ttl' },
+      spans: [100, 34, 10].map((ago) =>
+        span({
+          spanId: `ttl-${ago}`,
+          startTime: today - ago * day + 3_600_000,
+          endTime: today - ago * day + 3_600_001,
+          input: `prompt ${ago}`,
+          output: `answer ${ago}`,
+        }),
+      ),
+    };
+    const costs: SpanCosts = { ...UNPRICED, input_cost: '0.5', total_cost: '0.5', priced: true, price_source: 'catalog:x' };
+    const lines = rowsOf(t, costs, 10).map((r) => weighted(r, 1, ',"retention_days":35,"text_days":33'));
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${lines.join('\n')}`);
+    session.query('OPTIMIZE TABLE spans FINAL');
+    const left = session.query("SELECT span_id, input, output FROM spans FINAL WHERE trace_id = 'chdb-ttl' ORDER BY span_id", 'CSV').trim();
+    // 100 days old: gone; 34 days old: kept without texts; 10 days old: as sent.
+    expect(left).toBe('"ttl-10","prompt 10","answer 10"\n"ttl-34","",""');
+    expect(session.query("SELECT sum(spans), toString(sum(total_cost)) FROM usage_daily WHERE customer_id = 'cust-ttl'", 'CSV').trim()).toBe('3,"1.5"');
   });
 });

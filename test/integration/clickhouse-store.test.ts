@@ -98,7 +98,10 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     await s.start();
     expect(infos).toEqual([
       {
-        obj: expect.objectContaining({ database: fresh, applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily'] }) as unknown,
+        obj: expect.objectContaining({
+          database: fresh,
+          applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns'],
+        }) as unknown,
         msg: 'ClickHouse migrations applied',
       },
     ]);
@@ -121,12 +124,12 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       { version: '0001_spans', n: 1 },
       { version: '0002_rollups', n: 1 },
       { version: '0003_sessions_workflows_daily', n: 1 },
+      { version: '0004_retention_columns', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
-    // Beside the rows' columns: the derived metadata pairs and the rollups' weight (see 0002_rollups).
-    expect(cols.map((c2) => c2.name).filter((n) => n !== 'trace_metadata' && n !== 'span_metadata' && n !== 'rollup_weight')).toEqual(
-      SPAN_COLUMNS.map(([n]) => n),
-    );
+    // Beside the rows' columns: the derived metadata pairs, the rollups' weight (0002_rollups) and the retention written for TTLs (0004).
+    const extra = new Set(['trace_metadata', 'span_metadata', 'rollup_weight', 'retention_days', 'text_days']);
+    expect(cols.map((c2) => String(c2.name)).filter((n) => !extra.has(n))).toEqual(SPAN_COLUMNS.map(([n]) => n));
   });
 
   it('migrates a fresh database from several replicas starting at once', async () => {
@@ -135,7 +138,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(3);
+      expect(r?.v).toBe(4);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -153,7 +156,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       await c.command({ query: "INSERT INTO schema_migrations VALUES ('0001_spans', now())" });
       const warnings: object[] = [];
       const logger = { warn: (o: object) => warnings.push(o), info: () => undefined };
-      expect(await applyClickHouseMigrations(c, old, logger)).toEqual(['0002_rollups', '0003_sessions_workflows_daily']);
+      expect(await applyClickHouseMigrations(c, old, logger)).toEqual(['0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns']);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {
       await c.close();

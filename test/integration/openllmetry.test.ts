@@ -1,11 +1,10 @@
 import * as traceloop from '@traceloop/node-server-sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '@trace-ingest/shared/config';
-import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { CliContext } from '@trace-ingest/cli/program-context';
 import { usage } from '@trace-ingest/cli/actions/usage';
 import { fakeOpenAi } from './support/fake-openai.js';
-import { startTestServer, type TestServer } from './support/ingest-server.js';
+import { serverWithCli, type TestServer } from './support/ingest-server.js';
 
 const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
@@ -15,15 +14,12 @@ const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
  * own process (vitest runs each file in one): the SDK registers itself globally.
  */
 describe('OpenLLMetry JS (Traceloop SDK) sending to /v1/traces', () => {
+  const both = serverWithCli();
   let t: TestServer;
   let ctx: CliContext;
-  beforeAll(async () => {
-    t = await startTestServer();
-    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
-  });
-  afterAll(async () => {
-    await ctx?.close();
-    await t?.close();
+  beforeAll(() => {
+    t = both.server();
+    ctx = both.cli();
   });
 
   it('stores its OpenAI calls under the association properties customer and session, as sent (no cached count)', async () => {

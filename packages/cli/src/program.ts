@@ -7,6 +7,7 @@ import { serve } from './actions/serve.js';
 import { registerBudgets } from './commands/budgets.js';
 import { registerConsole } from './commands/console.js';
 import { registerKeys } from './commands/keys.js';
+import { registerLifecycle } from './commands/lifecycle.js';
 import { registerOrgs } from './commands/orgs.js';
 import { registerPlans } from './commands/plans.js';
 import { registerPrices } from './commands/prices.js';
@@ -106,7 +107,7 @@ export function buildProgram(deps: ProgramDeps): Command {
       }),
     );
   registerPlans(program, run);
-  registerOrgs(program, run);
+  registerLifecycle(program, registerOrgs(program, run), run);
   registerKeys(program, run);
   registerPrices(program, run);
   registerReports(program, run);

@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import { UsageError } from '@trace-ingest/shared/errors';
-import { exportCount, exportLines, exportQuery, type ExportFilter } from '@trace-ingest/store/export';
+import type { EraseCounts, EraseTarget } from '@trace-ingest/shared/lifecycle';
+import { diskForecast, type DiskForecast } from '@trace-ingest/store/disk-forecast';
+import { exportCount, exportLines, exportRows, type ExportFilter } from '@trace-ingest/store/export';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { reprice, usageReport, type RepriceFilter, type RepriceResult, type UsageFilter, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
@@ -16,6 +18,8 @@ export interface SpanAccess {
   reprice(f: RepriceFilter): Promise<RepriceResult>;
   /** An export's rows as canonical lines (chunks of bytes) as the store yields them, and how many there are. */
   exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }>;
+  erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts>;
+  disk(): Promise<DiskForecast>;
 }
 
 /** NDJSON from the admin socket, as the bytes arrive. */
@@ -86,6 +90,12 @@ class ServerAccess implements SpanAccess {
   exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
     return streamRows(this.socket, '/v1/export/rows', f);
   }
+  erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
+    return request<EraseCounts>(this.socket, 'POST', '/v1/erase', { orgId, ...target, dryRun });
+  }
+  disk(): Promise<DiskForecast> {
+    return request<DiskForecast>(this.socket, 'GET', '/v1/disk');
+  }
 }
 
 class DirectAccess implements SpanAccess {
@@ -103,8 +113,13 @@ class DirectAccess implements SpanAccess {
   }
   async exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
     const store = await this.ctx.spans();
-    const { sql, params } = exportQuery(store.kind, f);
-    return { total: await exportCount(store, f), rows: exportLines(store.queryStream(sql, params)) };
+    return { total: await exportCount(store, f), rows: exportLines(exportRows(store, f)) };
+  }
+  async erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
+    return (await this.ctx.spans()).erase(orgId, target, dryRun);
+  }
+  async disk(): Promise<DiskForecast> {
+    return diskForecast(await this.ctx.spans());
   }
 }
 

@@ -93,11 +93,18 @@ export interface Price {
   reasoningPerMtok: string;
 }
 
+/** Where the second catalog (LiteLLM's price map) disagrees with the price in force. */
+export interface SecondCatalogFlag {
+  catalog: string;
+  status: 'differs' | 'unknown to the catalog';
+  diffs: { bucket: string; tier: string; inForce: string | null; second: string }[];
+}
+
 export interface Models {
   org: Org;
   range: Range;
   pricesAt: string;
-  rows: (UsageRow & { price: Price | null })[];
+  rows: (UsageRow & { price: Price | null; secondCatalog: SecondCatalogFlag | null })[];
   total: UsageRow;
   unpriced: { model: string; provider: string; spans: number; fix: string; reprice: string }[];
 }

@@ -4,7 +4,8 @@ import express from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
-import { exportCount, exportLines, exportQuery } from '@trace-ingest/store/export';
+import { diskForecast } from '@trace-ingest/store/disk-forecast';
+import { exportCount, exportLines, exportRows } from '@trace-ingest/store/export';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
 import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
@@ -17,6 +18,12 @@ const UsageBody = z.strictObject({
   by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]),
   customerId: z.string().optional(),
   limit: z.number().int().min(1).max(100_000).optional(),
+});
+const EraseBody = z.strictObject({
+  orgId: z.string().min(1),
+  kind: z.enum(['customer', 'trace', 'session']),
+  id: z.string().min(1).max(10_000),
+  dryRun: z.boolean().default(false),
 });
 const RepriceBody = z.strictObject({ ...Window, model: z.string().optional() });
 const QueryBody = z.strictObject({
@@ -74,15 +81,21 @@ export class AdminServer {
     // An export's rows as canonical lines, streamed as the store yields them (the CLI writes the file).
     app.post('/v1/export/rows', async (req, res) => {
       const f = parse(z.strictObject(Window), req.body);
-      const { sql, params } = exportQuery(this.spans.kind, f);
       const total = await exportCount(this.spans, f);
       res.setHeader('content-type', 'application/x-ndjson');
       res.setHeader('x-total-rows', String(total));
-      for await (const chunk of exportLines(this.spans.queryStream(sql, params))) {
+      for await (const chunk of exportLines(exportRows(this.spans, f))) {
         if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
         if (res.destroyed) return;
       }
       res.end();
+    });
+    app.post('/v1/erase', async (req, res) => {
+      const b = parse(EraseBody, req.body);
+      res.json(await this.spans.erase(b.orgId, { kind: b.kind, id: b.id }, b.dryRun));
+    });
+    app.get('/v1/disk', async (_req, res) => {
+      res.json(await diskForecast(this.spans));
     });
     app.post('/v1/reprice', async (req, res) => {
       await this.pricing.refresh();

@@ -36,6 +36,8 @@ const RESOLVED: ResolvedKey = {
   planName: 'default',
   monthlySpans: 1000,
   rateLimitRps: 1000,
+  contentPolicy: null,
+  textDays: null,
 };
 
 interface Harness {

@@ -3,6 +3,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
+import { auditPrices, bundledSecondCatalog, secondCatalogTag } from '@trace-ingest/shared/price-audit';
+import { normalizeProvider } from '@trace-ingest/shared/price-engine';
 import { z } from 'zod';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, UnauthorizedError } from '@trace-ingest/shared/errors';
@@ -199,12 +201,22 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     await deps.prices.refresh();
     // The prices in force at the end of the range (or now, if sooner).
     const at = Math.min(q.toMs - 1, now());
+    const second = bundledSecondCatalog();
+    const findings = auditPrices(deps.prices.engine, second, {
+      at,
+      only: rows.filter((r) => r.group !== '').map((r) => ({ provider: r.subgroup ?? '', model: r.group })),
+    });
+    const flagOf = (model: string, provider: string) => {
+      const f = findings.find((x) => (x.seenAs ?? []).includes(model) && (provider === '' || x.provider === normalizeProvider(provider)));
+      return f === undefined ? null : { catalog: secondCatalogTag(second.meta), status: f.status, diffs: f.diffs };
+    };
     const withPrices = rows.map((r) => ({
       ...r,
       price:
         r.group === ''
           ? null
           : quoteJson(deps.prices.engine.quote({ orgId: org.id, provider: r.subgroup === '' ? undefined : r.subgroup, model: r.group, at })),
+      secondCatalog: r.group === '' ? null : flagOf(r.group, r.subgroup ?? ''),
     }));
     const unpriced = rows
       .filter((r) => r.unpricedSpans > 0)

@@ -1,3 +1,4 @@
+import type { EraseTarget, RetentionCut } from '@trace-ingest/shared/lifecycle';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -53,6 +54,15 @@ class OutageStore implements SpanStore {
   }
   updateCosts(changes: readonly CostChange[]) {
     return this.inner.updateCosts(changes);
+  }
+  expire(cut: RetentionCut, maxRows: number) {
+    return this.inner.expire(cut, maxRows);
+  }
+  erase(orgId: string, target: EraseTarget, dryRun: boolean) {
+    return this.inner.erase(orgId, target, dryRun);
+  }
+  disk() {
+    return this.inner.disk();
   }
   async insertLines(lines: Buffer, rows: number): Promise<void> {
     this.attempts++;

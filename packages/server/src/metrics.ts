@@ -139,6 +139,40 @@ export class Metrics {
     help: 'Write-log segments found missing (a gap in the segment numbers, or a file removed before it was stored)',
     registers: [this.registry],
   });
+  readonly retentionDeleted = new Counter({
+    name: 'trace_ingest_retention_deleted_rows_total',
+    help: 'Span rows deleted by retention (their costs stay in the daily rollups)',
+    registers: [this.registry],
+  });
+  readonly retentionEmptied = new Counter({
+    name: 'trace_ingest_retention_emptied_texts_total',
+    help: 'Span rows whose texts were emptied by text retention',
+    registers: [this.registry],
+  });
+  readonly contentRedacted = new Counter({
+    name: 'trace_ingest_content_policy_spans_total',
+    help: "Spans written under an org's content policy (redaction rules or no-text)",
+    registers: [this.registry],
+  });
+  readonly storeBytes = new Gauge({
+    name: 'trace_ingest_store_bytes',
+    help: 'Bytes on disk per store: spans (the span store) and write_log',
+    labelNames: ['store'] as const,
+    registers: [this.registry],
+  });
+  readonly bytesPerSpan = new Gauge({ name: 'trace_ingest_store_bytes_per_span', help: 'Span store bytes per stored span', registers: [this.registry] });
+  readonly ingestRate = new Gauge({
+    name: 'trace_ingest_spans_received_per_second',
+    help: 'Spans stored with a received time in the last hour or day, per second',
+    labelNames: ['window'] as const,
+    registers: [this.registry],
+  });
+  readonly diskFree = new Gauge({ name: 'trace_ingest_disk_free_bytes', help: "Free bytes on the span store's disk", registers: [this.registry] });
+  readonly daysUntilFull = new Gauge({
+    name: 'trace_ingest_disk_days_until_full',
+    help: "Days until the span store's disk is full at the ingest rate of the last hour or day, whichever is higher (absent: not filling)",
+    registers: [this.registry],
+  });
   readonly storeUp = new Gauge({ name: 'trace_ingest_store_up', help: '1 while the last insert into the span store succeeded', registers: [this.registry] });
 
   private readonly unpricedModels = new Set<string>();

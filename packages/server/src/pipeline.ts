@@ -2,6 +2,8 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { DrainingError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { encodeSpanLine, encodeTraceHead } from '@trace-ingest/shared/rows';
+import { compiledPolicyFor } from '@trace-ingest/shared/content-policy';
+import { retentionCuts } from '@trace-ingest/shared/lifecycle';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import type { Pricing } from '@trace-ingest/store/pricing';
@@ -39,6 +41,8 @@ export interface IngestDeps {
   metrics: Metrics;
   logger: Logger;
   isDraining: () => boolean;
+  /** The install's text retention in days (0: as long as the row), for orgs without their own. */
+  textRetentionDays?: number;
   /** Set while batches must be refused although the server runs (the span store's file is gone). */
   refusal?: () => string | undefined;
 }
@@ -136,16 +140,29 @@ export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, k
   const lines: string[] = [];
   const unpriced: Span[] = [];
   let before2001 = 0;
-  for (const trace of traces) {
+  const policy = compiledPolicyFor(key.contentPolicy);
+  // A span already past its org's text retention is written without texts: the retention pass would only empty them again.
+  const textDays = key.textDays ?? deps.textRetentionDays ?? 0;
+  const textsBefore = textDays > 0 ? retentionCuts(now, { days: 0, textDays }).textsBefore : undefined;
+  let kept = 0;
+  for (const sent of traces) {
+    const trace = policy.apply(sent);
+    if (policy.active) kept += trace.spans.length;
     const head = encodeTraceHead(trace, ctx);
     for (const span of trace.spans) {
       const costs = deps.pricing.price(span, key.orgId);
       if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
       if (span.startTime < SECONDS_SUSPECT_BEFORE_MS) before2001++;
-      lines.push(encodeSpanLine(head, span, costs));
+      lines.push(encodeSpanLine(head, textsBefore !== undefined && span.startTime < textsBefore ? withoutTexts(span) : span, costs));
     }
   }
+  if (kept > 0) deps.metrics.contentRedacted.inc(kept);
   return { lines: toNdjson(lines), rows: lines.length, unpriced, before2001 };
+}
+
+function withoutTexts(span: Span): Span {
+  const { input: _i, output: _o, toolCatalog: _t, sources: _s, safetyMetadata: _m, ...rest } = span;
+  return rest;
 }
 
 /**

@@ -27,6 +27,8 @@ import { ReconcilingQuota, StoreQuotaCounter, type QuotaCounter } from './quota.
 import { MemoryRateLimiter, type RateLimiter } from './rate-limit.js';
 import { WriteLog } from './write-log.js';
 import { DiskSpace } from './disk-space.js';
+import { DiskReporter } from './disk-report.js';
+import { RetentionJob } from './retention.js';
 
 export interface ServerParts {
   keyStore?: ControlStore;
@@ -95,6 +97,8 @@ export class IngestServer {
   private budgetWatcher: BudgetWatcher | undefined;
   private deliverer: AlertDeliverer | undefined;
   private admin: AdminServer | undefined;
+  private retention: RetentionJob | undefined;
+  private diskReporter: DiskReporter | undefined;
   private draining = false;
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
@@ -117,6 +121,11 @@ export class IngestServer {
     return (this.consoleHttp?.address() as AddressInfo | null)?.port ?? 0;
   }
 
+  /** Reads the disk gauges of /metrics now rather than at the next minute. */
+  async refreshDiskGauges(): Promise<void> {
+    await this.diskReporter?.refresh();
+  }
+
   get writeLog(): WriteLog | undefined {
     return this.log;
   }
@@ -134,6 +143,7 @@ export class IngestServer {
       // No synchronous wait on the request path: a locked file fails fast and the quota reconciler retries.
       sqliteBusyTimeoutMs: 0,
       logger: this.logger,
+      retentionOf: (orgId: string) => this.retention?.retentionOf(orgId),
     };
     const keyStore = this.parts.keyStore ?? (await createControlStore(storeOpts));
     this.keyStore = keyStore;
@@ -142,6 +152,12 @@ export class IngestServer {
     const spanStore = this.parts.spanStore ?? (await createSpanStore(storeOpts));
     this.spanStore = spanStore;
     await spanStore.start();
+    this.retention = new RetentionJob(keyStore, spanStore, this.metrics, this.logger, {
+      defaults: { days: c.RETENTION_DAYS, textDays: c.TEXT_RETENTION_DAYS },
+      intervalMs: c.RETENTION_INTERVAL_MS,
+    });
+    // Known before the write log is replayed: ClickHouse rows carry their org's retention.
+    await this.retention.refreshKnown();
 
     this.log = new WriteLog({ dir: c.walDir, durability: c.INGEST_DURABILITY, maxBytes: c.BUFFER_MAX_BYTES });
     await this.log.start();
@@ -195,6 +211,10 @@ export class IngestServer {
     watcher.start();
     deliverer.start();
 
+    this.retention.start();
+    this.diskReporter = new DiskReporter(spanStore, () => this.log?.bytes ?? 0, this.metrics, this.logger);
+    this.diskReporter.start();
+
     const disk = new DiskSpace(c.dataDir, c.DISK_RESERVE_BYTES);
     const app = createApp({
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
@@ -228,6 +248,7 @@ export class IngestServer {
           throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
       },
       refusal: () => spanStore.problem?.() ?? disk.problem(),
+      textRetentionDays: c.TEXT_RETENTION_DAYS,
       budget: (orgId, customer) => watcher.answer(orgId, customer),
     });
     if (c.METRICS_PORT !== undefined) {
@@ -358,6 +379,8 @@ export class IngestServer {
     }
     await this.consoleTokens?.close();
     await this.admin?.close();
+    await this.retention?.close();
+    await this.diskReporter?.close();
     await this.deliverer?.close();
     await this.flusher?.close(c.DRAIN_TIMEOUT_MS);
     // After the last flush: its spend is checked, and a crossed threshold recorded for the next start to deliver.

@@ -64,6 +64,12 @@ export const ConfigSchema = z.object({
     .trim()
     .regex(/^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$/i, { message: 'must be a size such as 512MB or 2GiB' })
     .optional(),
+  /** Days a span row is kept unless its org says otherwise (0: forever); the daily cost rollups are kept past it. */
+  RETENTION_DAYS: int(400, 0),
+  /** Days a span keeps its texts (input, output, tool catalog, sources, safety metadata) unless its org says otherwise (0: as long as the row). */
+  TEXT_RETENTION_DAYS: int(30, 0),
+  /** How often the retention pass runs (it also runs a minute after start). */
+  RETENTION_INTERVAL_MS: int(3_600_000, 1000),
   /** How often budgets are checked against this month's spend (also after every flush). */
   BUDGET_CHECK_MS: int(5000, 100),
   /** Timeout of one budget alert webhook post (then retried with backoff). */

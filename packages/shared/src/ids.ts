@@ -27,7 +27,7 @@ export function keyPrefix(key: string): string {
   return key.slice(0, KEY_PREFIX_LENGTH);
 }
 
-export function newId(kind: 'org' | 'plan' | 'key' | 'price'): string {
+export function newId(kind: 'org' | 'plan' | 'key' | 'price' | 'audit' | 'catalog'): string {
   return `${kind}_${randomUUID().replaceAll('-', '')}`;
 }
 

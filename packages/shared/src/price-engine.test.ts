@@ -193,9 +193,17 @@ describe('PRICE_CATALOG_FILE', () => {
       ]),
     );
     const engine = await PriceEngine.create({ catalogFile: file });
-    expect(engine.catalogVersion).toMatch(/^file:[0-9a-f]{12}$/);
+    expect(engine.catalogVersion).toMatch(/^data\.json\/\d{4}-\d{2}-\d{2}#[0-9a-f]{12}$/);
     expect(engine.price(span({ modelId: 'acme-1', usage: { inputTokens: M, outputTokens: M } }), 'o')).toMatchObject({ input_cost: '4', output_cost: '8' });
     fs.writeFileSync(file, '{"not": "a catalog"}');
-    await expect(PriceEngine.create({ catalogFile: file })).rejects.toThrow(/not a genai-prices data file/);
+    await expect(PriceEngine.create({ catalogFile: file })).rejects.toThrow(
+      /^the catalog file is not a genai-prices data file \(data.schema.json\): the document must be array$/,
+    );
+  });
+
+  it('prices with the catalog the product ships unless told otherwise, and names it in price_source', async () => {
+    const engine = await PriceEngine.create();
+    expect(engine.catalogVersion).toMatch(/^genai-prices@0\.1\.8\/2026-09-23#[0-9a-f]{12}$/);
+    expect(engine.price(span({ modelId: 'gpt-4o', usage: { inputTokens: M } }), 'o').price_source).toBe(`catalog:${engine.catalogVersion}`);
   });
 });

@@ -1,7 +1,5 @@
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
-import { calcPrice, findProvider, updatePrices, waitForUpdate, type ModelPrice, type Provider, type TieredPrices } from '@pydantic/genai-prices';
+import { calcPrice, findProvider, updatePrices, waitForUpdate, type ModelPrice, type TieredPrices } from '@pydantic/genai-prices';
+import { bundledCatalog, catalogTag, readCatalogFile, withAdoptions, type Adoption, type Catalog } from './catalog.js';
 import { costEach, costPerMillion, formatDecimal, parseDecimal } from './decimal.js';
 import { UNPRICED, type SpanCosts } from './rows.js';
 import type { Span, Usage } from './schema.js';
@@ -17,8 +15,10 @@ import type { Span, Usage } from './schema.js';
  * them as plain input when it has no cache price).
  *
  * Unit prices come from, in order: an override for the span's org, a global
- * override, the catalog (@pydantic/genai-prices, offline: its data is in the
- * package, or a PRICE_CATALOG_FILE in its format). The catalog is consulted
+ * override, the catalog (@pydantic/genai-prices' engine over a catalog data
+ * file: the one the product ships, one imported with `prices import`, or
+ * PRICE_CATALOG_FILE; offline) with the prices adopted from the second
+ * catalog (`prices audit --adopt`). The catalog is consulted
  * once per (org, provider, model, 30-minute bucket) and the result, including
  * "no price", is cached; overrides replace the cache.
  */
@@ -97,9 +97,10 @@ const PROVIDER_ALIASES: Record<string, string> = {
   x_ai: 'x-ai',
   xai: 'x-ai',
   'gcp.gen_ai': 'google',
-  'gcp.vertex_ai': 'google',
-  vertex_ai: 'google',
-  vertexai: 'google',
+  // Vertex AI bills some models apart from the Gemini API: a `google-vertex` entry (an adoption) wins where there is one.
+  'gcp.vertex_ai': 'google-vertex',
+  vertex_ai: 'google-vertex',
+  vertexai: 'google-vertex',
   gemini: 'google',
   google_genai: 'google',
   'azure.ai.inference': 'azure',
@@ -112,21 +113,13 @@ const PROVIDER_ALIASES: Record<string, string> = {
   'meta-llama': 'meta',
 };
 
+/** Where a provider's models are looked up when the catalog has no entry of that provider (or of that model there). */
+const PROVIDER_FALLBACKS: Record<string, string> = { 'google-vertex': 'google' };
+
 export function normalizeProvider(p: string | undefined): string {
   if (p === undefined) return '';
   const lower = p.trim().toLowerCase();
   return PROVIDER_ALIASES[lower] ?? lower;
-}
-
-function catalogPackageVersion(): string {
-  try {
-    const require = createRequire(import.meta.url);
-    const entry = require.resolve('@pydantic/genai-prices');
-    const pkgFile = entry.slice(0, entry.lastIndexOf('/dist/')) + '/package.json';
-    return (JSON.parse(fs.readFileSync(pkgFile, 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
-  }
 }
 
 function tiered(v: number | TieredPrices | undefined): Tiered | undefined {
@@ -226,48 +219,71 @@ export function costsFor(usage: Usage | undefined, prices: UnitPriceModel, sourc
 }
 
 export interface PriceEngineOptions {
+  /** The catalog to price with (default: the one the product ships). */
+  catalog?: Catalog | undefined;
   /** A catalog data file in the library's format (an array of providers), read once; no network. */
   catalogFile?: string | undefined;
+  /** Prices adopted from the second catalog. */
+  adoptions?: readonly Adoption[] | undefined;
   overrides?: PriceOverride[];
   /** Bound on cached resolutions; the cache is cleared when it is reached. */
   cacheSize?: number;
 }
 
 export class PriceEngine {
-  readonly catalogVersion: string;
   private overrides: PriceOverride[] = [];
   private readonly cache = new Map<string, ResolvedPrice | null>();
   private readonly cacheSize: number;
-  private readonly catalogSource: string;
+  private catalog: Catalog;
+  private adoptions: readonly Adoption[] = [];
+  /** Adoptions by (provider, model), for the source of the spans they price. */
+  private adopted = new Map<string, Adoption>();
 
-  private constructor(opts: PriceEngineOptions, catalogVersion: string) {
-    this.catalogVersion = catalogVersion;
-    this.catalogSource = `catalog:${catalogVersion}`;
+  private constructor(opts: PriceEngineOptions, catalog: Catalog) {
+    this.catalog = catalog;
     this.cacheSize = opts.cacheSize ?? 50_000;
     this.setOverrides(opts.overrides ?? []);
   }
 
-  /** Loads the catalog (the package's own data, or PRICE_CATALOG_FILE) and builds an engine. */
+  /** The catalog in force, as `price_source` names it (`source/date#sha256`). */
+  get catalogVersion(): string {
+    return catalogTag(this.catalog.meta);
+  }
+
+  get catalogMeta(): Catalog['meta'] {
+    return this.catalog.meta;
+  }
+
+  /** The catalog's providers as the engine prices with them (adoptions merged in). */
+  get providers(): Catalog['providers'] {
+    return withAdoptions(this.catalog.providers, this.adoptions);
+  }
+
+  /**
+   * Builds an engine over a catalog: the one given, PRICE_CATALOG_FILE, or
+   * the one the product ships. A file that is not a valid catalog is refused
+   * (UsageError, one line).
+   */
   static async create(opts: PriceEngineOptions = {}): Promise<PriceEngine> {
-    let version = `genai-prices@${catalogPackageVersion()}`;
-    if (opts.catalogFile !== undefined) {
-      let data: unknown;
-      let raw: string;
-      try {
-        raw = fs.readFileSync(opts.catalogFile, 'utf8');
-        data = JSON.parse(raw);
-      } catch (e) {
-        throw new Error(`PRICE_CATALOG_FILE ${opts.catalogFile} could not be read as JSON: ${e instanceof Error ? e.message : String(e)}`);
-      }
-      const providers = Array.isArray(data) ? data : (data as { providers?: unknown } | null)?.providers;
-      if (!Array.isArray(providers) || providers.some((p) => typeof (p as Provider).id !== 'string' || !Array.isArray((p as Provider).models))) {
-        throw new Error(`PRICE_CATALOG_FILE ${opts.catalogFile} is not a genai-prices data file (an array of providers with id and models)`);
-      }
-      updatePrices(({ setProviderData }) => setProviderData(providers as Provider[]));
-      await waitForUpdate();
-      version = `file:${createHash('sha256').update(raw).digest('hex').slice(0, 12)}`;
-    }
-    return new PriceEngine(opts, version);
+    const catalog = opts.catalog ?? (opts.catalogFile !== undefined ? readCatalogFile(opts.catalogFile) : bundledCatalog());
+    const engine = new PriceEngine(opts, catalog);
+    await engine.use(catalog, opts.adoptions ?? []);
+    return engine;
+  }
+
+  /** Prices from now on with this catalog and these adoptions (genai-prices holds one data set per process). */
+  async use(catalog: Catalog, adoptions: readonly Adoption[]): Promise<void> {
+    const providers = withAdoptions(catalog.providers, adoptions);
+    updatePrices(({ setProviderData }) => setProviderData(providers));
+    await waitForUpdate();
+    this.catalog = catalog;
+    this.adoptions = adoptions;
+    this.adopted = new Map(adoptions.map((a) => [`${a.provider}\u0000${a.model}`, a]));
+    this.cache.clear();
+  }
+
+  get adoptionList(): readonly Adoption[] {
+    return this.adoptions;
   }
 
   setOverrides(list: PriceOverride[]): void {
@@ -312,17 +328,23 @@ export class PriceEngine {
 
   private lookup(provider: string, model: string, atMs: number): ResolvedPrice | null {
     const timestamp = new Date(atMs);
-    const known = provider !== '' && findProvider({ providerId: provider }) !== undefined;
-    let r = null;
-    try {
-      // A probe usage: only the match and the price in force are used, never the float result.
-      r = calcPrice({ input_tokens: 1 }, model, known ? { providerId: provider, timestamp } : { timestamp });
-      if (r === null && known) r = calcPrice({ input_tokens: 1 }, model, { timestamp });
-    } catch {
-      r = null;
-    }
+    const probe = (providerId?: string) => {
+      try {
+        // A probe usage: only the match and the price in force are used, never the float result.
+        return calcPrice({ input_tokens: 1 }, model, providerId === undefined ? { timestamp } : { providerId, timestamp });
+      } catch {
+        return null;
+      }
+    };
+    const known = (id: string | undefined): id is string => id !== undefined && id !== '' && findProvider({ providerId: id }) !== undefined;
+    let r = known(provider) ? probe(provider) : null;
+    const fallback = PROVIDER_FALLBACKS[provider];
+    if (r === null && known(fallback)) r = probe(fallback);
+    if (r === null) r = probe();
     if (r === null) return null;
-    return { source: this.catalogSource, provider: r.provider.id, model: r.model.id, prices: fromCatalog(r.model_price) };
+    const adoption = this.adopted.get(`${r.provider.id}\u0000${r.model.id}`);
+    const source = adoption !== undefined && atMs >= Date.parse(`${adoption.from}T00:00:00Z`) ? `catalog:${adoption.source}` : `catalog:${this.catalogVersion}`;
+    return { source, provider: r.provider.id, model: r.model.id, prices: fromCatalog(r.model_price) };
   }
 
   /** The hot path: exact costs of one span. */

@@ -175,14 +175,15 @@ export async function storedSpans(run: Run, spans: readonly { org_id: string; tr
  * it: a copy of the stored version weighted -1 (same version, so the table
  * still keeps one row per span) and the new version, one received_at later.
  */
-export function replacement(stored: SpanRow, next: SpanRow, now: number): string[] {
-  return [weighted(stored, -1), weighted({ ...next, received_at: Math.max(now, stored.received_at + 1) }, 1)];
+export function replacement(stored: SpanRow, next: SpanRow, now: number, extra = ''): string[] {
+  return [weighted(stored, -1, extra), weighted({ ...next, received_at: Math.max(now, stored.received_at + 1) }, 1, extra)];
 }
 
 /**
- * A row's line with its weight written out: 18.16 fills a field missing from
- * JSONEachRow with the type's zero, not the column's DEFAULT.
+ * A row's line with its weight written out (18.16 fills a field missing from
+ * JSONEachRow with the type's zero, not the column's DEFAULT), and `extra`
+ * fields (`,"retention_days":30`) of columns beyond the span's.
  */
-export function weighted(row: SpanRow, weight: 1 | -1): string {
-  return `${encodeRow(row).slice(0, -1)},"rollup_weight":${weight}}`;
+export function weighted(row: SpanRow, weight: 1 | -1, extra = ''): string {
+  return `${encodeRow(row).slice(0, -1)},"rollup_weight":${weight}${extra}}`;
 }

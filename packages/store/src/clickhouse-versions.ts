@@ -10,6 +10,8 @@ export const VERSION_RULES = {
   unquotedDecimals: { before: 20 },
   /** Errors are worded "Code: 27, e.displayText() = ..." without the error name the client parses into a ClickHouseError. */
   untypedErrors: { before: 21 },
+  /** No TTL expressions (added in 19.6): retention runs as mutations only. */
+  noTtl: { before: 20 },
 } as const satisfies Record<string, { before: number }>;
 
 export interface ServerRules {
@@ -19,6 +21,8 @@ export interface ServerRules {
   unquoteCosts: boolean;
   /** Server errors arrive as the client's ClickHouseError with a code. */
   typedErrors: boolean;
+  /** The server applies TTL expressions. */
+  ttl: boolean;
 }
 
 function majorVersion(version: string): number {
@@ -34,6 +38,7 @@ export function serverRules(version: string): ServerRules {
     ddlSettings: applies('lowCardinalitySetting') ? { allow_experimental_low_cardinality_type: 1 } : {},
     unquoteCosts: applies('unquotedDecimals'),
     typedErrors: !applies('untypedErrors'),
+    ttl: !applies('noTtl'),
   };
 }
 

@@ -185,10 +185,10 @@ describe('migrations', () => {
   });
 
   it('applies each rule below the version that dropped it, and none to an unreadable version', () => {
-    expect(serverRules('18.16.1')).toEqual({ ddlSettings: { allow_experimental_low_cardinality_type: 1 }, unquoteCosts: true, typedErrors: false });
-    expect(serverRules('20.3.1')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: false });
-    expect(serverRules('21.1.2')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: true });
-    expect(serverRules('')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: true });
+    expect(serverRules('18.16.1')).toEqual({ ddlSettings: { allow_experimental_low_cardinality_type: 1 }, unquoteCosts: true, typedErrors: false, ttl: false });
+    expect(serverRules('20.3.1')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: false, ttl: true });
+    expect(serverRules('21.1.2')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: true, ttl: true });
+    expect(serverRules('')).toEqual({ ddlSettings: {}, unquoteCosts: false, typedErrors: true, ttl: true });
     for (const rule of Object.values(VERSION_RULES)) expect(rule.before).toBeGreaterThan(18);
   });
 });

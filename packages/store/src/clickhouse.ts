@@ -4,9 +4,21 @@ import { clickHouseErrorCode, DATABASE_EXISTS, INCORRECT_DATA, READONLY, REJECTE
 import { unquoteCosts } from './clickhouse-lines.js';
 import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickhouse-migrations.js';
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
+import { reportDialect, storedColumns, storedToRow } from './reports.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
+import { applyRetentionTtl } from './clickhouse-retention.js';
+import {
+  ERASE_COLUMN,
+  rollupsNaming,
+  TEXT_COLUMNS,
+  type EraseCounts,
+  type EraseTarget,
+  type Retention,
+  type RetentionCut,
+  type RetentionResult,
+} from '@trace-ingest/shared/lifecycle';
 import type { SpanRow } from '@trace-ingest/shared/rows';
-import { replacement, resolvedFields, spanKey, spansToMove, storedSpans, unstoredRows, weighted, withFields } from './clickhouse-rollups.js';
+import { inChunks, replacement, resolvedFields, spanKey, spansToMove, storedSpans, unstoredRows, weighted, withFields } from './clickhouse-rollups.js';
 import {
   chunksOf,
   type CostChange,
@@ -31,7 +43,14 @@ export interface ClickHouseSpanStoreOptions {
   url: string;
   requestTimeoutMs?: number;
   logger?: ClickHouseLogger;
+  /** How long an erasure or retention waits for its mutations (default 10 minutes). */
+  mutationTimeoutMs?: number;
+  /** The retention of an org as it stands, written with each row for the TTLs of current servers; none: kept until the retention pass. */
+  retentionOf?: ((orgId: string) => Retention | undefined) | undefined;
 }
+
+const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+const STORED_COLUMNS = storedColumns(reportDialect('clickhouse'));
 
 interface Endpoint {
   url: string;
@@ -100,6 +119,8 @@ export class ClickHouseSpanStore implements SpanStore {
   private client: ClickHouseClient | undefined;
   /** The rules of the connected server's version, known after start(). */
   private rules: ServerRules = serverRules('');
+  /** The text cut day each org's texts were last emptied up to (in memory: after a restart, the first pass looks at every day). */
+  private readonly textMarks = new Map<string, string>();
 
   constructor(private readonly opts: ClickHouseSpanStoreOptions) {
     this.endpoint = parseUrl(opts.url);
@@ -141,6 +162,7 @@ export class ClickHouseSpanStore implements SpanStore {
       await applyClickHouseMigrations(client, this.database, this.opts.logger);
       const [v] = await rows<{ v: string }>(client, 'SELECT version() AS v');
       this.rules = serverRules(v?.v ?? '');
+      await applyRetentionTtl(client, v?.v ?? '');
     } catch (e) {
       await client.close();
       throw e;
@@ -180,9 +202,9 @@ export class ClickHouseSpanStore implements SpanStore {
     const fields = await resolvedFields(run, fresh);
     const moving = await spansToMove(run, fresh, fields);
     const now = Date.now();
-    const out = withFields(fresh, fields).map((r) => weighted(r, 1));
+    const out = withFields(fresh, fields).map((r) => weighted(r, 1, this.retentionFields(r.org_id)));
     const resolved = withFields(moving, fields);
-    moving.forEach((s, i) => out.push(...replacement(s, resolved[i] as SpanRow, now)));
+    moving.forEach((s, i) => out.push(...replacement(s, resolved[i] as SpanRow, now, this.retentionFields(s.org_id))));
     await this.insertRaw(out);
   }
 
@@ -196,8 +218,8 @@ export class ClickHouseSpanStore implements SpanStore {
     const out: string[] = [];
     for (const r of rows) {
       const old = stored.get(spanKey(r));
-      if (old === undefined) out.push(weighted(r, 1));
-      else out.push(...replacement(old, r, now));
+      if (old === undefined) out.push(weighted(r, 1, this.retentionFields(r.org_id)));
+      else out.push(...replacement(old, r, now, this.retentionFields(r.org_id)));
     }
     await this.insertRaw(out);
   }
@@ -212,9 +234,17 @@ export class ClickHouseSpanStore implements SpanStore {
       const c = byKey.get(spanKey(row));
       if (c === undefined) continue;
       const { org_id: _o, trace_id: _t, span_id: _s, start_time: _st, ...costs } = c;
-      out.push(...replacement(row, { ...row, ...costs }, now));
+      out.push(...replacement(row, { ...row, ...costs }, now, this.retentionFields(row.org_id)));
     }
     await this.insertRaw(out);
+  }
+
+  /** The org's retention as extra fields of its rows' lines. */
+  private retentionFields(orgId: string): string {
+    const r = this.opts.retentionOf?.(orgId);
+    if (r === undefined) return '';
+    const days = (n: number) => Math.min(Math.max(Math.trunc(n), 0), 65_535);
+    return `,"retention_days":${days(r.days)},"text_days":${days(r.textDays)}`;
   }
 
   /** A read on the insert path: a table or column the database lacks is the schema behind (retryable). */
@@ -253,6 +283,107 @@ export class ClickHouseSpanStore implements SpanStore {
         throw new SpanStoreRejectedError(`ClickHouse refused the rows: ${(e as Error).message.split('\n')[0] ?? ''}`, { cause: e });
       throw e;
     }
+  }
+
+  /**
+   * Retention by mutations, which 18.16 and current servers both run: an
+   * ALTER ... DELETE of the org's expired days (and their `traces` rows) when
+   * any row is there (a count on the sorting key, cheap), and an ALTER ...
+   * UPDATE emptying the texts of the days past the text cut. A mutation
+   * rewrites the parts holding matching rows, so texts are looked for only
+   * in the days since the last cut (a span that arrives already past its
+   * text cut is written without texts). Rollups are left alone.
+   */
+  async expire(cut: RetentionCut, _maxRows: number): Promise<RetentionResult> {
+    const out: RetentionResult = { deletedRows: 0, emptiedRows: 0, done: true };
+    const org = cut.orgId;
+    if (cut.rowsBefore !== undefined) {
+      const where = bindParams('org_id = ? AND start_date < toDate(?)', [org, dayText(cut.rowsBefore)]);
+      out.deletedRows = await this.countFinal(where);
+      if (out.deletedRows > 0) {
+        await this.mutate('spans', `DELETE WHERE ${where}`);
+        await this.mutate('traces', `DELETE WHERE ${where}`);
+      }
+    }
+    if (cut.textsBefore !== undefined) {
+      const day = dayText(cut.textsBefore);
+      const since = this.textMarks.get(org);
+      if (since !== day) {
+        const texts = `(${TEXT_COLUMNS.map((c) => `${c} != ''`).join(' OR ')})`;
+        const where = bindParams(`org_id = ? AND start_date < toDate(?)${since === undefined ? '' : ' AND start_date >= toDate(?)'} AND ${texts}`, [
+          org,
+          day,
+          ...(since === undefined ? [] : [since]),
+        ]);
+        out.emptiedRows = await this.countFinal(where);
+        if (out.emptiedRows > 0) await this.mutate('spans', `UPDATE ${TEXT_COLUMNS.map((c) => `${c} = ''`).join(', ')} WHERE ${where}`);
+        this.textMarks.set(org, day);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Erasure: the stored spans are written once more weighted -1, so the
+   * views take their shares out of every rollup in inserts of their own;
+   * then mutations delete the spans (every copy), the erased traces' rows of
+   * `traces`, and the rollup rows that carry the id. It returns once the
+   * mutations are done.
+   */
+  async erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
+    const where = bindParams(`org_id = ? AND ${ERASE_COLUMN[target.kind]} = ?`, [orgId, target.id]);
+    const traceIds: string[] = [];
+    for await (const r of this.queryStream(`SELECT DISTINCT trace_id FROM spans WHERE ${where}`)) traceIds.push(String(r.trace_id));
+    const named = rollupsNaming(target.kind).map((r) => ({ table: r.table, where: bindParams(`org_id = ? AND ${r.column} = ?`, [orgId, target.id]) }));
+    const traceWheres = inChunks(traceIds, 5000).map((ids) => bindParams(`org_id = ? AND trace_id IN (${ids.map(() => '?').join(', ')})`, [orgId, ...ids]));
+    let rollupRows = 0;
+    for (const w of traceWheres) rollupRows += await this.count('traces', w);
+    for (const n of named) rollupRows += await this.count(n.table, n.where);
+    const counts = { spans: await this.countFinal(where), traces: traceIds.length, rollupRows };
+    if (dryRun || counts.spans + counts.rollupRows === 0) return counts;
+    let batch: string[] = [];
+    for await (const s of this.queryStream(`SELECT ${STORED_COLUMNS} FROM (SELECT * FROM spans FINAL WHERE ${where})`)) {
+      batch.push(weighted(storedToRow(s), -1));
+      if (batch.length >= 5000) {
+        await this.insertRaw(batch);
+        batch = [];
+      }
+    }
+    await this.insertRaw(batch);
+    await this.mutate('spans', `DELETE WHERE ${where}`);
+    for (const w of traceWheres) await this.mutate('traces', `DELETE WHERE ${w}`);
+    for (const n of named) await this.mutate(n.table, `DELETE WHERE ${n.where}`);
+    return counts;
+  }
+
+  private async count(table: string, where: string): Promise<number> {
+    const [r] = await this.query(`SELECT count() AS n FROM ${table} WHERE ${where}`);
+    return Number(r?.n ?? 0);
+  }
+
+  /** Spans matching `where`, one per span. */
+  private async countFinal(where: string): Promise<number> {
+    const [r] = await this.query(`SELECT count() AS n FROM (SELECT org_id FROM spans FINAL WHERE ${where})`);
+    return Number(r?.n ?? 0);
+  }
+
+  /** Runs a mutation and waits until the server has applied it (18.16 has no mutations_sync). */
+  private async mutate(table: string, action: string): Promise<void> {
+    await this.c().command({ query: `ALTER TABLE ${table} ${action}` });
+    const deadline = Date.now() + (this.opts.mutationTimeoutMs ?? 600_000);
+    for (;;) {
+      const [r] = await this.query('SELECT count() AS n FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0', [this.database, table]);
+      if (Number(r?.n ?? 0) === 0) return;
+      if (Date.now() > deadline) throw new Error(`a mutation of ${table} did not finish in time; it goes on in the background`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  }
+
+  async disk(): Promise<{ usedBytes: number; freeBytes: number | undefined }> {
+    const [r] = await this.query('SELECT sum(bytes) AS n FROM system.parts WHERE database = ? AND active', [this.database]);
+    // system.disks came after 18.16: there, the server's free space is not known here.
+    const free = await this.query("SELECT free_space AS f FROM system.disks WHERE name = 'default'").catch(() => []);
+    return { usedBytes: Number(r?.n ?? 0), freeBytes: free[0] === undefined ? undefined : Number(free[0].f) };
   }
 
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {

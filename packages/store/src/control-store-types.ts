@@ -20,6 +20,24 @@ export interface Org {
   planId: string;
   planName: string;
   createdAt: number;
+  /** Days rows are kept; null: the install's default (RETENTION_DAYS). */
+  retentionDays: number | null;
+  /** Days texts are kept; null: the install's default (TEXT_RETENTION_DAYS). */
+  textDays: number | null;
+  /** The content policy as stored JSON (`@trace-ingest/shared/content-policy`); null: record as sent. */
+  contentPolicy: string | null;
+}
+
+/** One entry of the audit log: who did what to which org's data, never the data. */
+export interface AuditEntry {
+  id: string;
+  at: number;
+  actor: string;
+  action: string;
+  orgId: string;
+  target: string;
+  /** JSON: counts and settings, never span content. */
+  detail: string;
 }
 
 export interface ApiKeyInfo {
@@ -41,6 +59,10 @@ export interface ResolvedKey {
   planName: string;
   monthlySpans: number;
   rateLimitRps: number;
+  /** The org's content policy (stored JSON), applied before the batch reaches the write log. */
+  contentPolicy: string | null;
+  /** The org's text retention in days (null: the default): a span older than that is written without its texts. */
+  textDays: number | null;
 }
 
 export interface CreatedKey extends ApiKeyInfo {
@@ -53,6 +75,27 @@ export type PriceOverrideInput = Omit<PriceOverride, 'id'>;
 
 export interface PriceOverrideRecord extends PriceOverrideInput {
   id: string;
+  createdAt: number;
+}
+
+/** An imported price catalog (its data apart: it is large). */
+export interface CatalogRecord {
+  id: string;
+  source: string;
+  date: string;
+  sha256: string;
+  importedAt: number;
+  importedBy: string;
+}
+
+/** A price adopted from the second catalog; `prices` is genai-prices' price object as JSON. */
+export interface AdoptionRecord {
+  id: string;
+  provider: string;
+  model: string;
+  validFrom: string;
+  source: string;
+  prices: string;
   createdAt: number;
 }
 
@@ -76,6 +119,14 @@ export interface ControlStore {
   setOrgPlan(orgName: string, planName: string): Promise<Org>;
   listOrgs(): Promise<Org[]>;
   getOrg(nameOrId: string): Promise<Org | null>;
+  /** Sets an org's retention; null puts a setting back to the install's default. */
+  setOrgRetention(orgName: string, r: { days?: number | null; textDays?: number | null }): Promise<Org>;
+  /** Sets an org's content policy (validated JSON) or, with null, removes it. */
+  setOrgContentPolicy(orgName: string, policyJson: string | null): Promise<Org>;
+
+  appendAudit(e: Omit<AuditEntry, 'id' | 'at'> & { at?: number }): Promise<AuditEntry>;
+  /** Newest first. */
+  listAudit(filter?: { orgId?: string; limit?: number }): Promise<AuditEntry[]>;
 
   /** Creates a key; `key` may be supplied (headless init) or is generated with a CSPRNG. */
   createKey(input: { orgName: string; name?: string; key?: string }): Promise<CreatedKey>;
@@ -95,6 +146,19 @@ export interface ControlStore {
   setPriceOverride(input: PriceOverrideInput): Promise<PriceOverrideRecord>;
   /** Removes matching overrides (all validFrom when omitted); returns how many. */
   unsetPriceOverride(match: { orgId: string; provider: string; model: string; validFrom?: number }): Promise<number>;
-  /** Changes whenever overrides change, so a running server reloads them cheaply. */
+  /** Changes whenever overrides, adoptions or the catalog in force change, so a running server reloads them cheaply. */
   priceOverridesVersion(): Promise<string>;
+
+  /** Keeps an imported catalog (once per sha256) and puts it in force; `created` false when it was there already. */
+  importCatalog(c: Omit<CatalogRecord, 'id' | 'importedAt'> & { data: string }): Promise<{ record: CatalogRecord; created: boolean }>;
+  listCatalogs(): Promise<CatalogRecord[]>;
+  /** The imported catalog in force, with its data; null: the catalog the release ships. */
+  activeCatalog(): Promise<(CatalogRecord & { data: string }) | null>;
+  /** Puts an imported catalog (by id or sha256 prefix) in force, or with null the release's own. */
+  useCatalog(idOrSha: string | null): Promise<CatalogRecord | null>;
+  listAdoptions(): Promise<AdoptionRecord[]>;
+  /** Replaces the adoption of the same (provider, model). */
+  setAdoption(a: Omit<AdoptionRecord, 'id' | 'createdAt'>): Promise<AdoptionRecord>;
+  /** Removes adoptions of a model (of one provider, or every provider); returns how many. */
+  removeAdoption(model: string, provider?: string): Promise<number>;
 }

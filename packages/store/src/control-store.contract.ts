@@ -50,6 +50,8 @@ export function controlStoreContract(fresh: () => Promise<ControlStore>): void {
       planName: 'default',
       monthlySpans: 100_000_000,
       rateLimitRps: 1000,
+      contentPolicy: null,
+      textDays: null,
     });
     const listed = await store.listKeys();
     expect(listed).toEqual([
@@ -204,6 +206,33 @@ export function controlStoreContract(fresh: () => Promise<ControlStore>): void {
     expect(await store.unsetPriceOverride({ orgId: '', provider: '', model: 'my-model' })).toBe(3);
     expect(await store.unsetPriceOverride({ orgId: '', provider: '', model: 'my-model' })).toBe(0);
     expect(await store.priceOverridesVersion()).toBe('7');
+  });
+
+  it('keeps retention and content policy per org, handed to the hot path with the key', async () => {
+    const store = await fresh();
+    await store.createOrg({ name: 'acme' });
+    const created = await store.createKey({ orgName: 'acme' });
+    expect(await store.getOrg('acme')).toMatchObject({ retentionDays: null, textDays: null, contentPolicy: null });
+    expect(await store.setOrgRetention('acme', { days: 90 })).toMatchObject({ retentionDays: 90, textDays: null });
+    expect(await store.setOrgRetention('acme', { textDays: 7 })).toMatchObject({ retentionDays: 90, textDays: 7 });
+    await store.setOrgContentPolicy('acme', '{"record":"no-text","rules":[],"custom":[]}');
+    expect(await store.resolveKeyHash(hashApiKey(created.key))).toMatchObject({ textDays: 7, contentPolicy: '{"record":"no-text","rules":[],"custom":[]}' });
+    expect(await store.setOrgRetention('acme', { days: null })).toMatchObject({ retentionDays: null, textDays: 7 });
+    await expect(store.setOrgRetention('acme', { days: -1 })).rejects.toThrow(/from 0 \(keep forever\)/);
+    await expect(store.setOrgRetention('nope', { days: 1 })).rejects.toBeInstanceOf(UnknownNameError);
+  });
+
+  it('keeps an audit log, newest first, per org', async () => {
+    const store = await fresh();
+    const a = await store.createOrg({ name: 'acme' });
+    const b = await store.createOrg({ name: 'beta' });
+    await store.appendAudit({ actor: 'ops@host', action: 'erase', orgId: a.id, target: 'customer sha256:ab', detail: '{"spans":3}', at: 1000 });
+    await store.appendAudit({ actor: 'ops@host', action: 'set-retention', orgId: b.id, target: '', detail: '{}', at: 2000 });
+    expect((await store.listAudit()).map((e) => e.action)).toEqual(['set-retention', 'erase']);
+    expect(await store.listAudit({ orgId: a.id })).toEqual([
+      expect.objectContaining({ actor: 'ops@host', action: 'erase', orgId: a.id, target: 'customer sha256:ab', detail: '{"spans":3}', at: 1000 }),
+    ]);
+    expect(await store.listAudit({ limit: 1 })).toHaveLength(1);
   });
 
   it('closes twice without error', async () => {

@@ -1,6 +1,18 @@
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { generateApiKey, hashApiKey, isWellFormedKey, keyPrefix, newId } from '@trace-ingest/shared/ids';
-import type { ApiKeyInfo, CreatedKey, ControlStore, Org, Plan, PriceOverrideInput, PriceOverrideRecord, ResolvedKey } from './control-store-types.js';
+import type {
+  AdoptionRecord,
+  ApiKeyInfo,
+  AuditEntry,
+  CatalogRecord,
+  CreatedKey,
+  ControlStore,
+  Org,
+  Plan,
+  PriceOverrideInput,
+  PriceOverrideRecord,
+  ResolvedKey,
+} from './control-store-types.js';
 import { DEFAULT_PLAN } from './control-store-types.js';
 
 /**
@@ -74,9 +86,14 @@ export function validatePlanNumbers(p: { monthlySpans?: number; rateLimitRps?: n
 }
 
 const PRICE_VERSION_KEY = 'price_overrides_version';
+const CATALOG_KEY = 'price_catalog';
+const CATALOG_COLUMNS = 'id, source, date, sha256, imported_at AS "importedAt", imported_by AS "importedBy"';
+const ADOPTION_COLUMNS = 'id, provider, model, valid_from AS "validFrom", source, prices, created_at AS "createdAt"';
+const SET_SETTING = 'INSERT INTO settings AS s (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value';
 
 const PLAN_COLUMNS = `id, name, monthly_spans AS "monthlySpans", rate_limit_rps AS "rateLimitRps", created_at AS "createdAt"`;
-const ORG_SELECT = `SELECT o.id AS id, o.name AS name, o.plan_id AS "planId", p.name AS "planName", o.created_at AS "createdAt"
+const ORG_SELECT = `SELECT o.id AS id, o.name AS name, o.plan_id AS "planId", p.name AS "planName", o.created_at AS "createdAt",
+       o.retention_days AS "retentionDays", o.text_days AS "textDays", o.content_policy AS "contentPolicy"
   FROM orgs o JOIN plans p ON p.id = o.plan_id`;
 const KEY_SELECT = `SELECT k.id AS id, k.org_id AS "orgId", o.name AS "orgName", k.name AS name, k.prefix AS prefix,
        k.created_at AS "createdAt", k.revoked_at AS "revokedAt"
@@ -170,7 +187,8 @@ export class SqlControlStore implements ControlStore {
   async resolveKeyHash(sha256Hex: string): Promise<ResolvedKey | null> {
     const [row] = await this.driver.all<ResolvedKey>(
       `SELECT k.id AS "keyId", k.prefix AS prefix, o.id AS "orgId", o.name AS "orgName", p.name AS "planName",
-              p.monthly_spans AS "monthlySpans", p.rate_limit_rps AS "rateLimitRps"
+              p.monthly_spans AS "monthlySpans", p.rate_limit_rps AS "rateLimitRps",
+              o.content_policy AS "contentPolicy", o.text_days AS "textDays"
          FROM api_keys k JOIN orgs o ON o.id = k.org_id JOIN plans p ON p.id = o.plan_id
         WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
       [sha256Hex],
@@ -229,7 +247,7 @@ export class SqlControlStore implements ControlStore {
     if ((await this.driver.all('SELECT id FROM orgs WHERE name = ?', [input.name])).length > 0) throw conflict();
     const row = { id: newId('org'), name: input.name, planId: plan.id, createdAt: Date.now() };
     await this.insert('INSERT INTO orgs (id, name, plan_id, created_at) VALUES (?, ?, ?, ?)', [row.id, row.name, row.planId, row.createdAt], conflict);
-    return { ...row, planName: plan.name };
+    return { ...row, planName: plan.name, retentionDays: null, textDays: null, contentPolicy: null };
   }
 
   async setOrgPlan(orgName: string, planName: string): Promise<Org> {
@@ -237,6 +255,56 @@ export class SqlControlStore implements ControlStore {
     const plan = await this.planByName(planName);
     await this.driver.all('UPDATE orgs SET plan_id = ? WHERE id = ?', [plan.id, org.id]);
     return { ...org, planId: plan.id, planName: plan.name };
+  }
+
+  async setOrgRetention(orgName: string, r: { days?: number | null; textDays?: number | null }): Promise<Org> {
+    for (const [what, v] of [
+      ['days', r.days],
+      ['text days', r.textDays],
+    ] as const) {
+      if (v !== undefined && v !== null && (!Number.isSafeInteger(v) || v < 0 || v > 36_500)) {
+        throw new UsageError(`retention ${what} must be an integer from 0 (keep forever) to 36500 (got ${v})`);
+      }
+    }
+    const org = await this.requireOrg(orgName);
+    const next = { retentionDays: r.days === undefined ? org.retentionDays : r.days, textDays: r.textDays === undefined ? org.textDays : r.textDays };
+    await this.driver.all('UPDATE orgs SET retention_days = ?, text_days = ? WHERE id = ?', [next.retentionDays, next.textDays, org.id]);
+    return { ...org, ...next };
+  }
+
+  async setOrgContentPolicy(orgName: string, policyJson: string | null): Promise<Org> {
+    const org = await this.requireOrg(orgName);
+    await this.driver.all('UPDATE orgs SET content_policy = ? WHERE id = ?', [policyJson, org.id]);
+    return { ...org, contentPolicy: policyJson };
+  }
+
+  async appendAudit(e: Omit<AuditEntry, 'id' | 'at'> & { at?: number }): Promise<AuditEntry> {
+    const row: AuditEntry = {
+      id: newId('audit'),
+      at: e.at ?? Date.now(),
+      actor: e.actor,
+      action: e.action,
+      orgId: e.orgId,
+      target: e.target,
+      detail: e.detail,
+    };
+    await this.driver.all('INSERT INTO audit_log (id, at, actor, action, org_id, target, detail) VALUES (?, ?, ?, ?, ?, ?, ?)', [
+      row.id,
+      row.at,
+      row.actor,
+      row.action,
+      row.orgId,
+      row.target,
+      row.detail,
+    ]);
+    return row;
+  }
+
+  async listAudit(filter?: { orgId?: string; limit?: number }): Promise<AuditEntry[]> {
+    const cols = 'id, at, actor, action, org_id AS "orgId", target, detail';
+    const limit = Math.min(Math.max(filter?.limit ?? 100, 1), 10_000);
+    if (filter?.orgId === undefined) return this.driver.all<AuditEntry>(`SELECT ${cols} FROM audit_log ORDER BY at DESC, id DESC LIMIT ?`, [limit]);
+    return this.driver.all<AuditEntry>(`SELECT ${cols} FROM audit_log WHERE org_id = ? ORDER BY at DESC, id DESC LIMIT ?`, [filter.orgId, limit]);
   }
 
   async listOrgs(): Promise<Org[]> {
@@ -366,6 +434,82 @@ export class SqlControlStore implements ControlStore {
     const matching = await this.driver.all(`SELECT id FROM price_overrides WHERE ${where}`, params);
     if (matching.length === 0) return 0;
     const [deleted = []] = await this.driver.transaction([{ sql: `DELETE FROM price_overrides WHERE ${where} RETURNING id`, params }, BUMP_PRICE_VERSION]);
+    return deleted.length;
+  }
+
+  async importCatalog(c: Omit<CatalogRecord, 'id' | 'importedAt'> & { data: string }): Promise<{ record: CatalogRecord; created: boolean }> {
+    const [seen] = await this.driver.all<CatalogRecord>(`SELECT ${CATALOG_COLUMNS} FROM price_catalogs WHERE sha256 = ?`, [c.sha256]);
+    const record: CatalogRecord = seen ?? {
+      id: newId('catalog'),
+      source: c.source,
+      date: c.date,
+      sha256: c.sha256,
+      importedAt: Date.now(),
+      importedBy: c.importedBy,
+    };
+    const insert: SqlStatement = {
+      sql: 'INSERT INTO price_catalogs (id, source, date, sha256, data, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING',
+      params: [record.id, record.source, record.date, record.sha256, c.data, record.importedAt, record.importedBy],
+    };
+    await this.driver.transaction(seen === undefined ? [insert] : []);
+    // Two importers of the same file at once: the row that stands is the one put in force.
+    const [stored = record] = await this.driver.all<CatalogRecord>(`SELECT ${CATALOG_COLUMNS} FROM price_catalogs WHERE sha256 = ?`, [c.sha256]);
+    await this.driver.transaction([{ sql: SET_SETTING, params: [CATALOG_KEY, stored.id] }, BUMP_PRICE_VERSION]);
+    return { record: stored, created: seen === undefined && stored.id === record.id };
+  }
+
+  async listCatalogs(): Promise<CatalogRecord[]> {
+    return this.driver.all<CatalogRecord>(`SELECT ${CATALOG_COLUMNS} FROM price_catalogs ORDER BY imported_at, id`, []);
+  }
+
+  async activeCatalog(): Promise<(CatalogRecord & { data: string }) | null> {
+    const [row] = await this.driver.all<CatalogRecord & { data: string }>(
+      `SELECT ${CATALOG_COLUMNS}, data FROM price_catalogs WHERE id = (SELECT value FROM settings WHERE key = ?)`,
+      [CATALOG_KEY],
+    );
+    return row ?? null;
+  }
+
+  async useCatalog(idOrSha: string | null): Promise<CatalogRecord | null> {
+    if (idOrSha === null) {
+      await this.driver.transaction([{ sql: 'DELETE FROM settings WHERE key = ?', params: [CATALOG_KEY] }, BUMP_PRICE_VERSION]);
+      return null;
+    }
+    const hex = idOrSha.toLowerCase();
+    const matches = await this.driver.all<CatalogRecord>(`SELECT ${CATALOG_COLUMNS} FROM price_catalogs WHERE id = ? OR (? <> '' AND sha256 LIKE ?)`, [
+      idOrSha,
+      /^[0-9a-f]{6,64}$/.test(hex) ? hex : '',
+      `${hex}%`,
+    ]);
+    const [only] = matches;
+    if (only === undefined) throw new UsageError(`no imported catalog with id or sha256 "${idOrSha}" (see: trace-ingest prices catalogs)`);
+    if (matches.length > 1) throw new UsageError(`"${idOrSha}" matches ${matches.length} catalogs: give more of the sha256`);
+    await this.driver.transaction([{ sql: SET_SETTING, params: [CATALOG_KEY, only.id] }, BUMP_PRICE_VERSION]);
+    return only;
+  }
+
+  async listAdoptions(): Promise<AdoptionRecord[]> {
+    return this.driver.all<AdoptionRecord>(`SELECT ${ADOPTION_COLUMNS} FROM price_adoptions ORDER BY provider, model`, []);
+  }
+
+  async setAdoption(a: Omit<AdoptionRecord, 'id' | 'createdAt'>): Promise<AdoptionRecord> {
+    const row: AdoptionRecord = { id: newId('price'), createdAt: Date.now(), ...a };
+    await this.driver.transaction([
+      {
+        sql: `INSERT INTO price_adoptions AS a (id, provider, model, valid_from, source, prices, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+              ON CONFLICT (provider, model) DO UPDATE SET valid_from = excluded.valid_from, source = excluded.source, prices = excluded.prices,
+              created_at = excluded.created_at`,
+        params: [row.id, row.provider, row.model, row.validFrom, row.source, row.prices, row.createdAt],
+      },
+      BUMP_PRICE_VERSION,
+    ]);
+    return row;
+  }
+
+  async removeAdoption(model: string, provider?: string): Promise<number> {
+    const where = provider === undefined ? 'model = ?' : 'model = ? AND provider = ?';
+    const params = provider === undefined ? [model] : [model, provider];
+    const [deleted = []] = await this.driver.transaction([{ sql: `DELETE FROM price_adoptions WHERE ${where} RETURNING id`, params }, BUMP_PRICE_VERSION]);
     return deleted.length;
   }
 

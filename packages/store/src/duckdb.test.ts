@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { DuckDbSpanStore } from './duckdb.js';
 import { applyDuckDbMigrations } from './duckdb-migrations.js';
 import { SpanStoreRejectedError } from './span-store.js';
+import { exportRows } from './export.js';
 
 const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_000_000 };
 const priced: SpanCosts = {
@@ -242,4 +244,47 @@ describe('DuckDbSpanStore and its load-file folder', () => {
       await store.close();
     }
   });
+});
+
+describe('DuckDbSpanStore under a small memory limit', () => {
+  it('exports more than its memory limit in start order, a day at a time', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-duck-mem-'));
+    // Rows not checkpointed yet stay in memory: a small threshold, as the limit is small.
+    const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), memoryLimit: '100MiB', threads: 1, checkpointThreshold: '16MB' });
+    await store.start();
+    try {
+      // 80,000 spans of 2 KB text that does not compress over 7 days: ~160 MB, well over the limit.
+      for (let b = 0; b < 32; b++) {
+        const traces = Array.from({ length: 625 }, (_, t) =>
+          makeTrace({
+            traceId: `m-${b}-${t}`,
+            spans: Array.from({ length: 4 }, (_, i) =>
+              makeSpan({
+                spanId: `s${i}`,
+                startTime: 1_767_225_600_000 + (b * 625 + t) * 30_000 + i,
+                endTime: 1_767_225_600_001,
+                input: randomBytes(1500).toString('base64'),
+              }),
+            ),
+          }),
+        );
+        const rows = payloadToRows(makePayload({ traces }), ctx, () => UNPRICED);
+        await store.insertLines(lines(rows), rows.length);
+      }
+      // Opened again, as a CLI opens the file: the rows are in the file, not in memory.
+      await store.close();
+      await store.start();
+      let n = 0;
+      let last = 0;
+      for await (const r of exportRows(store, { orgId: 'org_a', from: 1_767_225_600_000, to: 1_767_225_600_000 + 8 * 86_400_000 })) {
+        expect(Number(r.start_time)).toBeGreaterThanOrEqual(last);
+        last = Number(r.start_time);
+        n++;
+      }
+      expect(n).toBe(80_000);
+    } finally {
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -1,6 +1,16 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import {
+  DAY_MS,
+  ERASE_COLUMN,
+  rollupsNaming,
+  TEXT_COLUMNS,
+  type EraseCounts,
+  type EraseTarget,
+  type RetentionCut,
+  type RetentionResult,
+} from '@trace-ingest/shared/lifecycle';
 import { COST_COLUMNS, SPAN_COLUMNS, type ColumnKind } from '@trace-ingest/shared/rows';
 import {
   candidateSql,
@@ -48,7 +58,6 @@ const COST_CHANGE_COLUMNS: readonly (readonly [string, ColumnKind])[] = [
   ['price_source', 'string'],
 ];
 
-const DAY_MS = 86_400_000;
 const dayStartMs = (day: string): number => Date.parse(`${day}T00:00:00Z`);
 const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
@@ -107,6 +116,8 @@ export class DuckDbSpanStore implements SpanStore {
   /** Set while the file is gone from the path. */
   private lost: string | undefined;
   private checking: Promise<void> = Promise.resolve();
+  /** The write running on the writer connection: a transaction's statements must not interleave with another's. */
+  private writing: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: DuckDbSpanStoreOptions) {
     this.tmpDir = opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp');
@@ -222,6 +233,10 @@ export class DuckDbSpanStore implements SpanStore {
    */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
+    await this.exclusive(() => this.insertNow(lines));
+  }
+
+  private async insertNow(lines: Lines): Promise<void> {
     await this.checkFile();
     await this.withLoadFile(lines, (source) =>
       this.transaction(async () => {
@@ -251,6 +266,10 @@ export class DuckDbSpanStore implements SpanStore {
   /** Rows that replace the stored rows of the same spans: their old share of the rollups is taken back first. */
   async replaceLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
+    await this.exclusive(() => this.replaceNow(lines));
+  }
+
+  private async replaceNow(lines: Lines): Promise<void> {
     await this.checkFile();
     await this.withLoadFile(lines, (source) =>
       this.transaction(async () => {
@@ -274,6 +293,10 @@ export class DuckDbSpanStore implements SpanStore {
   /** New costs for stored spans: only the cost columns are rewritten, and the rollups move by the difference. */
   async updateCosts(changes: readonly CostChange[]): Promise<void> {
     if (changes.length === 0) return;
+    await this.exclusive(() => this.updateCostsNow(changes));
+  }
+
+  private async updateCostsNow(changes: readonly CostChange[]): Promise<void> {
     await this.checkFile();
     const lines = changes.map((c) => JSON.stringify(c)).join('\n') + '\n';
     await this.withLoadFile(
@@ -372,10 +395,14 @@ export class DuckDbSpanStore implements SpanStore {
    */
   private async compactIfDue(): Promise<void> {
     if (this.deltaRows < this.compactRows) return;
-    await this.compactRollups();
+    await this.compactNow();
   }
 
   async compactRollups(): Promise<void> {
+    await this.exclusive(() => this.compactNow());
+  }
+
+  private async compactNow(): Promise<void> {
     const days = [...this.touched].sort();
     if (days.length === 0) return;
     const inDays = `start_date IN (${days.map((day) => `DATE '${day}'`).join(', ')})`;
@@ -401,6 +428,143 @@ export class DuckDbSpanStore implements SpanStore {
     });
     this.touched.clear();
     this.deltaRows = 0;
+  }
+
+  /** Runs `fn` once every write queued before it has finished. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.writing.then(fn);
+    this.writing = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Deletes the org's rows started before `rowsBefore`: their days are found
+   * with one scan of two narrow columns, then deleted a window at a time
+   * (each its own transaction) so a pass never holds a huge delete. Texts are
+   * emptied the same way from the org's mark in `retention_marks`, so a pass
+   * reads only rows not emptied yet. Rollups are left alone: they keep the
+   * costs of expired rows. A checkpoint after a pass lets DuckDB reuse the
+   * freed blocks (and truncate the file when they are at its end).
+   */
+  async expire(cut: RetentionCut, maxRows: number): Promise<RetentionResult> {
+    await this.checkFile();
+    // Each statement and window takes the writer on its own: inserts go on between windows.
+    const read = (sql: string) => this.exclusive(() => this.rows(sql));
+    const org = sqlString(cut.orgId);
+    const out: RetentionResult = { deletedRows: 0, emptiedRows: 0, done: true };
+    if (cut.rowsBefore !== undefined) {
+      const before = cut.rowsBefore;
+      const [r] = await read(`SELECT min(start_time) AS lo FROM spans WHERE org_id = ${org} AND start_time < ${before}`);
+      if (r?.lo !== null && r?.lo !== undefined) {
+        const d = await this.inWindows(Number(r.lo), before, maxRows, (lo, hi) =>
+          this.run(`DELETE FROM spans WHERE org_id = ${org} AND start_time >= ${lo} AND start_time < ${hi}`),
+        );
+        out.deletedRows = d.rows;
+        out.done = d.done;
+      }
+      if (out.done) await this.exclusive(() => this.run(`DELETE FROM traces WHERE org_id = ${org} AND start_date < DATE '${dayOf(before)}'`));
+    }
+    if (cut.textsBefore !== undefined && out.done) {
+      const before = cut.textsBefore;
+      const [m] = await read(`SELECT texts_before FROM retention_marks WHERE org_id = ${org}`);
+      let from = m?.texts_before === null || m?.texts_before === undefined ? undefined : Number(m.texts_before);
+      if (from === undefined) {
+        const [r] = await read(`SELECT min(start_time) AS lo FROM spans WHERE org_id = ${org} AND start_time < ${before}`);
+        from = r?.lo === null || r?.lo === undefined ? before : Number(r.lo);
+      }
+      const nonEmpty = TEXT_COLUMNS.map((c) => `${c} <> ''`).join(' OR ');
+      const empty = TEXT_COLUMNS.map((c) => `${c} = ''`).join(', ');
+      const d = await this.inWindows(from, before, maxRows - out.deletedRows, async (lo, hi) => {
+        const n = await this.run(`UPDATE spans SET ${empty} WHERE org_id = ${org} AND start_time >= ${lo} AND start_time < ${hi} AND (${nonEmpty})`);
+        await this.run(
+          `INSERT INTO retention_marks (org_id, texts_before) VALUES (${org}, ${hi}) ON CONFLICT (org_id) DO UPDATE SET texts_before = excluded.texts_before`,
+        );
+        return n;
+      });
+      out.emptiedRows = d.rows;
+      out.done = d.done;
+    }
+    if (out.deletedRows + out.emptiedRows > 0) await this.exclusive(() => this.run('CHECKPOINT'));
+    return out;
+  }
+
+  /**
+   * Calls `step` on consecutive start-time windows from `lo` to `before`,
+   * each in its own transaction, widening a window while few rows fall in it
+   * and narrowing it when many do; stops after about `budget` rows.
+   */
+  private async inWindows(
+    lo: number,
+    before: number,
+    budget: number,
+    step: (lo: number, hi: number) => Promise<number>,
+  ): Promise<{ rows: number; done: boolean }> {
+    let width = 3_600_000;
+    let rows = 0;
+    while (lo < before) {
+      if (rows >= budget) return { rows, done: false };
+      const hi = Math.min(before, lo + width);
+      let n = 0;
+      await this.exclusive(() =>
+        this.transaction(async () => {
+          n = await step(lo, hi);
+        }),
+      );
+      rows += n;
+      lo = hi;
+      if (n < EXPIRE_BATCH_ROWS / 4) width = Math.min(width * 4, 30 * DAY_MS);
+      else if (n > EXPIRE_BATCH_ROWS) width = Math.max(60_000, Math.floor(width / 2));
+    }
+    return { rows, done: true };
+  }
+
+  /**
+   * Erasure in one transaction: the spans' shares are taken back from every
+   * rollup, the spans deleted, then every rollup row that still names the id
+   * (the take-back rows themselves, and costs of rows that expired earlier)
+   * is deleted, and the days are compacted so no partial row is left.
+   */
+  async erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
+    return this.exclusive(async () => {
+      await this.checkFile();
+      const org = sqlString(orgId);
+      const id = sqlString(target.id);
+      const where = `org_id = ${org} AND ${ERASE_COLUMN[target.kind]} = ${id}`;
+      await this.run(`CREATE OR REPLACE TEMP TABLE ti_erase AS SELECT DISTINCT trace_id, start_date FROM spans WHERE ${where}`);
+      const traceRows = `org_id = ${org} AND trace_id IN (SELECT trace_id FROM ti_erase)`;
+      const named: [string, string][] = [
+        ['traces', traceRows],
+        ...rollupsNaming(target.kind).map((r): [string, string] => [r.table, `org_id = ${org} AND ${r.column} = ${id}`]),
+      ];
+      const [c] = await this.rows(
+        `SELECT (SELECT count(*) FROM spans WHERE ${where}) AS spans, (SELECT count(DISTINCT trace_id) FROM ti_erase) AS traces, ` +
+          named.map(([t, w]) => `(SELECT count(*) FROM ${t} WHERE ${w})`).join(' + ') +
+          ' AS rollup_rows',
+      );
+      const counts = { spans: Number(c?.spans ?? 0), traces: Number(c?.traces ?? 0), rollupRows: Number(c?.rollup_rows ?? 0) };
+      if (dryRun || counts.spans + counts.rollupRows === 0) return counts;
+      const days = (await this.rows('SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ti_erase')).map((r) => String(r.d));
+      await this.transaction(async () => {
+        await this.takeBack(where);
+        await this.run(`DELETE FROM spans WHERE ${where}`);
+        for (const [t, w] of named) await this.run(`DELETE FROM ${t} WHERE ${w}`);
+      });
+      for (const d of days) this.touched.add(d);
+      await this.compactNow();
+      await this.run('DROP TABLE IF EXISTS ti_erase');
+      return counts;
+    });
+  }
+
+  async disk(): Promise<{ usedBytes: number; freeBytes: number | undefined }> {
+    let usedBytes = 0;
+    for (const f of [this.opts.file, `${this.opts.file}.wal`])
+      usedBytes += await fs.stat(f).then(
+        (st) => st.size,
+        () => 0,
+      );
+    const st = await fs.statfs(path.dirname(this.opts.file)).catch(() => undefined);
+    return { usedBytes, freeBytes: st === undefined ? undefined : st.bavail * st.bsize };
   }
 
   /** Runs `body` in one transaction on the writer; rolled back whole when it throws. */
@@ -556,6 +720,9 @@ async function removeLoadFiles(dir: string): Promise<void> {
     if (/^load-\d+-\d+\.ndjson$/.test(name)) await fs.rm(path.join(dir, name), { force: true });
   }
 }
+
+/** Rows one retention window aims at: a delete or update that size commits in well under a second. */
+const EXPIRE_BATCH_ROWS = 50_000;
 
 function sqlString(s: string): string {
   return `'${s.replaceAll("'", "''")}'`;

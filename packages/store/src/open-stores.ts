@@ -1,3 +1,4 @@
+import type { Retention } from '@trace-ingest/shared/lifecycle';
 import type { ClickHouseLogger } from './clickhouse.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { SqliteControlStore } from './control-store-sqlite.js';
@@ -18,6 +19,8 @@ export interface StoreOptions {
   sqliteBusyTimeoutMs?: number | undefined;
   /** Where a store reports what it did on its own, such as migrations applied at start. */
   logger?: ClickHouseLogger | undefined;
+  /** Each org's retention as it stands (the server's), written with ClickHouse rows for its TTLs. */
+  retentionOf?: ((orgId: string) => Retention | undefined) | undefined;
 }
 
 export async function createControlStore(opts: StoreOptions): Promise<ControlStore> {
@@ -35,6 +38,7 @@ export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
       url: opts.clickhouseUrl,
       ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }),
       ...(opts.logger === undefined ? {} : { logger: opts.logger }),
+      retentionOf: opts.retentionOf,
     });
   }
   return new DuckDbSpanStore({ file: opts.duckdbFile, threads: opts.duckdbThreads, memoryLimit: opts.duckdbMemoryLimit, logger: opts.logger });

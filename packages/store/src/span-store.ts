@@ -3,6 +3,7 @@
  * CLICKHOUSE_URL is set. Both hold the `spans` table of `@trace-ingest/shared/rows`.
  */
 
+import type { EraseCounts, EraseTarget, RetentionCut, RetentionResult } from '@trace-ingest/shared/lifecycle';
 import type { SpanCosts } from '@trace-ingest/shared/rows';
 
 export type QueryRow = Record<string, unknown>;
@@ -69,6 +70,24 @@ export interface SpanStore {
    * exact: each span's old share is taken back and its new one added.
    */
   updateCosts(changes: readonly CostChange[]): Promise<void>;
+
+  /**
+   * One retention pass for one org: rows started before `rowsBefore` are
+   * deleted (with their `traces` rows; the daily rollups keep their costs)
+   * and the texts (TEXT_COLUMNS) of rows started before `textsBefore` are
+   * emptied, in batches, stopping once about `maxRows` rows were touched.
+   */
+  expire(cut: RetentionCut, maxRows: number): Promise<RetentionResult>;
+
+  /**
+   * Removes every span of a customer, trace or session of an org, its share
+   * of every rollup, and every rollup or trace row that carries the id.
+   * Idempotent; `dryRun` only counts.
+   */
+  erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts>;
+
+  /** Bytes the store holds on disk (its files, or its tables' parts) and, where it can tell, bytes free on that disk. */
+  disk(): Promise<{ usedBytes: number; freeBytes: number | undefined }>;
 }
 
 /** A query that would write, or more than one statement, given to readOnlyQuery. */

@@ -28,7 +28,8 @@ export interface ChildServer {
 export async function startChildServer(env: Record<string, string>): Promise<ChildServer> {
   const port = await freePort();
   const proc = spawn(process.execPath, [SERVER_BIN], {
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', ...env },
+    // Fixtures carry fixed dates in the past: no retention unless a test sets one.
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', RETENTION_DAYS: '0', TEXT_RETENTION_DAYS: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: path.dirname(SERVER_BIN),
   });

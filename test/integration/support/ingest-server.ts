@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pino, type Logger } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
+import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { loadConfig, type Config } from '@trace-ingest/shared/config';
 import { IngestServer, type ServerParts } from '@trace-ingest/server/server';
 import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
@@ -28,7 +30,18 @@ let orgSeq = 0;
 
 export async function startTestServer(env: Record<string, string> = {}, parts: ServerParts = {}, dir?: string, log?: Logger): Promise<TestServer> {
   const dataDir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ti-it-'));
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DRAIN_GRACE_MS: '0', FLUSH_INTERVAL_MS: '60000', LOG_LEVEL: 'silent', ...env });
+  // Fixtures carry fixed dates in the past: no retention unless a test sets one.
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    DRAIN_GRACE_MS: '0',
+    FLUSH_INTERVAL_MS: '60000',
+    LOG_LEVEL: 'silent',
+    RETENTION_DAYS: '0',
+    TEXT_RETENTION_DAYS: '0',
+    ...env,
+  });
   const logger = log ?? pino({ level: config.LOG_LEVEL });
   // The test's own connection waits for locks as the CLI does; the server's fails fast, as in production.
   const keys = new SqliteControlStore(config.sqliteFile);
@@ -72,4 +85,27 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
     },
   };
   return t;
+}
+
+/**
+ * A test server and a CLI context over its DATA_DIR, for the tests of one
+ * describe block (started before them, closed after them): the CLI's actions
+ * reach the server through its admin socket, as an operator's would.
+ */
+export function serverWithCli(env: Record<string, string> = {}): { server(): TestServer; cli(): CliContext } {
+  let t: TestServer | undefined;
+  let ctx: CliContext | undefined;
+  beforeAll(async () => {
+    t = await startTestServer(env);
+    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await t?.close();
+  });
+  const need = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('the server is not started yet: use it inside a test');
+    return v;
+  };
+  return { server: () => need(t), cli: () => need(ctx) };
 }

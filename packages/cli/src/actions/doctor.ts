@@ -3,6 +3,8 @@ import path from 'node:path';
 import { missingSegments, segmentSeq } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
 import { openSpanAccess, runningServer } from '../span-access.js';
+import { FORECAST_WARN_DAYS } from '@trace-ingest/store/disk-forecast';
+import { auditCatalog } from './catalog.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -78,9 +80,87 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
   }
 
   if (!storeGone) checks.push(await checkSecondsTimes(ctx));
+  if (!storeGone) checks.push(await checkDiskForecast(ctx));
+  if (!storeGone) checks.push(await checkPrices(ctx));
+  if (!storeGone) checks.push(await checkUnpriced(ctx));
   checks.push(await checkWriteLog(c.walDir, c.BUFFER_MAX_BYTES));
   checks.push(await checkDeadLetters(path.join(c.dataDir, 'dead-letter')));
   return checks;
+}
+
+/** Spans stored this month without a price: their cost shows as 0 until priced and repriced. */
+async function checkUnpriced(ctx: CliContext): Promise<Check> {
+  const name = 'unpriced spans';
+  try {
+    const now = new Date();
+    const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().slice(0, 10);
+    const rows = await (
+      await openSpanAccess(ctx)
+    ).sql(
+      `SELECT provider, model_id, sum(unpriced) AS n FROM usage_daily WHERE start_date >= '${month}' ` +
+        'GROUP BY provider, model_id HAVING sum(unpriced) > 0 ORDER BY n DESC',
+      [],
+      1000,
+    );
+    if (rows.length === 0) return { name, status: 'ok', detail: 'every span with a model this month has a price' };
+    const total = rows.reduce((n, r) => n + Number(r.n), 0);
+    const top = rows
+      .slice(0, 3)
+      .map((r) => `${String(r.provider) === '' ? '' : `${String(r.provider)}/`}${String(r.model_id)} (${Number(r.n)})`)
+      .join(', ');
+    return {
+      name,
+      status: 'warn',
+      detail: `${total} spans this month have no price (cost 0): ${top}${rows.length > 3 ? ', ...' : ''}`,
+      fix: 'see "trace-ingest prices unpriced"; add a price with "prices set" (or "prices audit --adopt"), then "trace-ingest reprice"',
+    };
+  } catch (e) {
+    return { name, status: 'warn', detail: `could not count unpriced spans: ${message(e)}` };
+  }
+}
+
+/** Models with spans this month whose price the second catalog disputes. */
+async function checkPrices(ctx: CliContext): Promise<Check> {
+  const name = 'prices';
+  try {
+    const month = new Date();
+    const r = await auditCatalog(ctx, { seen: true, since: Date.UTC(month.getUTCFullYear(), month.getUTCMonth(), 1) });
+    if (r.findings.length === 0) return { name, status: 'ok', detail: `the models with spans this month are priced as ${r.second} prices them` };
+    const shown = r.findings
+      .slice(0, 5)
+      .map((f) => `${f.provider}/${f.model}`)
+      .join(', ');
+    return {
+      name,
+      status: 'warn',
+      detail: `${r.findings.length} models with spans this month are priced otherwise by ${r.second}: ${shown}${r.findings.length > 5 ? ', ...' : ''}`,
+      fix: 'check them with "trace-ingest prices audit --seen"; adopt a price with "prices audit --adopt <model>" or set one with "prices set"',
+    };
+  } catch (e) {
+    return { name, status: 'warn', detail: `could not audit the prices: ${message(e)}` };
+  }
+}
+
+/** Bytes per span and the recent ingest rate, against the free space of the span store's disk. */
+async function checkDiskForecast(ctx: CliContext): Promise<Check> {
+  const name = 'disk forecast';
+  try {
+    const f = await (await openSpanAccess(ctx)).disk();
+    const gib = (n: number) => `${(n / 1024 ** 3).toFixed(2)} GiB`;
+    const used = `span store ${gib(f.usedBytes)}, ${f.spans} spans (${Math.round(f.bytesPerSpan)} bytes each), ${f.spansLastDay} spans in the last day`;
+    if (f.freeBytes === undefined) return { name, status: 'ok', detail: `${used}; the free space of the store's disk is not known here` };
+    if (f.daysUntilFull === undefined) return { name, status: 'ok', detail: `${used}; ${gib(f.freeBytes)} free, not filling` };
+    const detail = `${used}; ${gib(f.freeBytes)} free: full in ${f.daysUntilFull.toFixed(1)} days at this rate`;
+    if (f.daysUntilFull >= FORECAST_WARN_DAYS) return { name, status: 'ok', detail };
+    return {
+      name,
+      status: 'warn',
+      detail,
+      fix: 'add disk space, or shorten retention ("trace-ingest orgs set-retention <org> --days N --text-days M"; texts are most of the bytes)',
+    };
+  } catch (e) {
+    return { name, status: 'warn', detail: `could not read the store's size: ${message(e)}` };
+  }
 }
 
 async function checkDataDir(dir: string): Promise<Check> {

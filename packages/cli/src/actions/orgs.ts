@@ -9,6 +9,9 @@ export interface OrgListing {
   monthlySpans: number;
   rateLimitRps: number;
   spansThisMonth: number;
+  /** Null: the install's default. */
+  retentionDays: number | null;
+  textDays: number | null;
   createdAt: string;
 }
 
@@ -34,6 +37,8 @@ export async function listOrgs(ctx: CliContext, now = Date.now()): Promise<OrgLi
       monthlySpans: plan?.monthlySpans ?? 0,
       rateLimitRps: plan?.rateLimitRps ?? 0,
       spansThisMonth: await keys.getMonthUsage(o.id, month),
+      retentionDays: o.retentionDays,
+      textDays: o.textDays,
       createdAt: new Date(o.createdAt).toISOString(),
     });
   }

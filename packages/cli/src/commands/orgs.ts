@@ -5,7 +5,7 @@ import type { Runner } from '../runner.js';
 import { name, parseOptions } from '../options.js';
 import { printJson, printTable } from '../output.js';
 
-export function registerOrgs(program: Command, run: Runner): void {
+export function registerOrgs(program: Command, run: Runner): Command {
   const orgs = program.command('orgs').description('organizations (the unit of quota and billing)');
   orgs
     .command('create <name>')
@@ -47,4 +47,5 @@ export function registerOrgs(program: Command, run: Runner): void {
         }
       }),
     );
+  return orgs;
 }

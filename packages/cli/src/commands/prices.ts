@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { auditCatalog, importCatalog, listCatalogs, useCatalog } from '../actions/catalog.js';
 import { listPrices, setPrice, showPrice, unpricedModels, unsetPrice } from '../actions/prices.js';
 import type { Runner } from '../runner.js';
 import { printJson, printTable } from '../output.js';
@@ -115,6 +116,82 @@ export function registerPrices(program: Command, run: Runner): void {
         const list = await unpricedModels(ctx);
         if (o.json === true) printJson(out, list);
         else printTable(out, list, ['provider', 'model', 'spans', 'firstSeen', 'lastSeen']);
+      }),
+    );
+  prices
+    .command('import <file>')
+    .description(
+      'take a newer genai-prices catalog file (data.json) on a running install: validated, kept with every earlier one, in force on the next request',
+    )
+    .option('--source <name>', "the catalog's name in price_source (default: the file's name)")
+    .option('--date <YYYY-MM-DD>', "the day the catalog describes (default: the file's modification day)")
+    .option('--dry-run', 'show what would change (models added, prices changed, with their dates); change nothing')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      '\nExample (air-gapped: carry the file in):\n  trace-ingest prices import ./data.json --source genai-prices-main --date 2026-11-20 --dry-run',
+    )
+    .action((file: string, o: { source?: string; date?: string; dryRun?: boolean; json?: boolean }) =>
+      run(async (ctx, out) => {
+        const r = await importCatalog(ctx, { file, source: o.source, date: o.date, dryRun: o.dryRun === true });
+        if (o.json === true) {
+          printJson(out, r);
+          return;
+        }
+        for (const c of r.changes) {
+          const dates = c.from.length === 0 ? '' : ` (prices from ${c.from.join(', ')})`;
+          out.out(`${c.kind.padEnd(8)} ${c.provider}/${c.model}${dates}${c.kind === 'changed' ? `: ${c.before} -> ${c.after}` : ''}`);
+        }
+        const summary = `${r.added} models added, ${r.changed} changed, ${r.removed} removed, against ${r.replaces}`;
+        if (r.dryRun) out.out(`${r.catalog} would replace the catalog in force: ${summary}; nothing changed (run again without --dry-run)`);
+        else out.out(`${r.catalog} is in force from the next request of every replica${r.created ? '' : ' (imported before)'}: ${summary}`);
+      }),
+    );
+  prices
+    .command('catalogs')
+    .description("the release's catalog and every imported one; the one in force is marked")
+    .option('--json', 'print JSON')
+    .action((o: { json?: boolean }) =>
+      run(async (ctx, out) => {
+        const list = await listCatalogs(ctx);
+        if (o.json === true) printJson(out, list);
+        else printTable(out, list, ['id', 'catalog', 'inForce', 'importedAt', 'importedBy']);
+      }),
+    );
+  prices
+    .command('use <catalog>')
+    .description('put an imported catalog (id or sha256 prefix) in force again, or "release" for the one the release ships')
+    .action((which: string) =>
+      run(async (ctx, out) => {
+        out.out(`${await useCatalog(ctx, which)} is in force from the next request; "trace-ingest reprice" moves stored spans to it`);
+      }),
+    );
+  prices
+    .command('audit')
+    .description("compare the prices in force with a second maintained catalog (LiteLLM's price map, shipped with the release), and adopt its price")
+    .option('--seen', 'only models with stored spans')
+    .option('--adopt <models...>', "adopt the second catalog's price for these flagged models (from its snapshot date; in force on the next request)")
+    .option('--all', 'adopt for every flagged model')
+    .option('--unadopt <models...>', 'withdraw adopted prices (the release adoptions too)')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  trace-ingest prices audit --seen\n  trace-ingest prices audit --adopt deepseek-reasoner deepseek-chat')
+    .action((o: { seen?: boolean; adopt?: string[]; all?: boolean; unadopt?: string[]; json?: boolean }) =>
+      run(async (ctx, out) => {
+        const r = await auditCatalog(ctx, { seen: o.seen, adopt: o.adopt, all: o.all, unadopt: o.unadopt });
+        if (o.json === true) {
+          printJson(out, r);
+          return;
+        }
+        for (const f of r.findings) {
+          const diffs = f.diffs.map((d) => `${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`} ${d.inForce ?? 'none'} vs ${d.second}`).join('; ');
+          out.out(`${f.provider}/${f.model} [${f.status}] ${diffs} (in force: ${f.source ?? 'no price'})`);
+        }
+        for (const m of r.unadopted) out.out(`withdrew the adopted price of ${m}`);
+        for (const a of r.adopted) out.out(`adopted ${a.provider}/${a.model} from ${a.from} (${a.source})`);
+        out.out(
+          `${r.differs} models priced differently and ${r.unknown} unknown to the catalog, by ${r.second} ` +
+            `against ${r.catalog} at ${r.at} (USD per 1M tokens: in force vs second catalog)`,
+        );
       }),
     );
 }

@@ -121,6 +121,7 @@ export function registerReports(program: Command, run: Runner): void {
     .option('--to <date>', 'end (a bare date includes that day)')
     .requiredOption('--format <format>', 'parquet, csv or ndjson')
     .requiredOption('--out <file>', 'the file to write (replaced)')
+    .option('--json', 'print JSON')
     .addHelpText('after', '\nExample:\n  trace-ingest export --org acme --month 2026-10 --format parquet --out acme-2026-10.parquet')
     .action((raw: Record<string, unknown>) =>
       run(async (ctx, out) => {
@@ -132,13 +133,15 @@ export function registerReports(program: Command, run: Runner): void {
             to: z.string().optional(),
             format: z.enum(['parquet', 'csv', 'ndjson']),
             out: z.string().min(1),
+            json: z.boolean().optional(),
           }),
           raw,
         );
         const bar = out.isTty === true ? progressBar(out) : undefined;
         const r = await exportSpans(ctx, o, bar);
         if (bar !== undefined) out.err('');
-        out.out(`wrote ${r.rows} spans to ${r.file} (${r.bytes} bytes, ${o.format})`);
+        if (o.json === true) printJson(out, { ...r, format: o.format });
+        else out.out(`wrote ${r.rows} spans to ${r.file} (${r.bytes} bytes, ${o.format})`);
       }),
     );
   program

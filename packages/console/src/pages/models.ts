@@ -7,6 +7,11 @@ type ModelRow = Models['rows'][number];
 
 export const models: Page = async ({ org, from, to }) => {
   const d = await getJson<Models>('models', { org, from, to });
+  // The second catalog's word where it disagrees: checked before trusting a cost.
+  const secondCatalog = (r: ModelRow) =>
+    r.secondCatalog === null || r.secondCatalog === undefined
+      ? ''
+      : `⚠ ${r.secondCatalog.catalog}: ` + r.secondCatalog.diffs.map((d) => `${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`} ${d.second}`).join(', ');
   const source = (r: ModelRow) => (r.price === null ? (r.group === '' ? 'no model' : 'unpriced') : r.price.source);
   const node = h(
     'div',
@@ -15,7 +20,7 @@ export const models: Page = async ({ org, from, to }) => {
       name: 'models',
       title: 'Cost per model and provider',
       rows: d.rows,
-      total: { ...d.total, price: null },
+      total: { ...d.total, price: null, secondCatalog: null },
       rowKey: (r) => `${r.group}|${r.subgroup ?? ''}`,
       sort: { key: 'total_cost', desc: true },
       columns: [
@@ -28,6 +33,7 @@ export const models: Page = async ({ org, from, to }) => {
         { key: 'output_per_mtok', label: 'Output $/1M', kind: 'text', value: (r) => r.price?.outputPerMtok ?? '', minor: true },
         { key: 'cached_input_per_mtok', label: 'Cached $/1M', kind: 'text', value: (r) => r.price?.cachedInputPerMtok ?? '', minor: true },
         { key: 'price_source', label: 'Price source', kind: 'text', value: (r) => (r.group === 'TOTAL' && r.price === null ? '' : source(r)), minor: true },
+        { key: 'second_catalog', label: 'Second catalog', kind: 'text', value: (r) => secondCatalog(r), minor: true },
       ],
       csv: {
         filename: `cost-by-model-${d.org.name}-${d.range.from}_${d.range.to}.csv`,
@@ -46,6 +52,7 @@ export const models: Page = async ({ org, from, to }) => {
             cache_write_input_per_mtok: r.price?.cacheWriteInputPerMtok ?? '',
             reasoning_per_mtok: r.price?.reasoningPerMtok ?? '',
             price_source: source(r),
+            second_catalog: secondCatalog(r),
           })),
       },
     }),

@@ -26,6 +26,12 @@ export const orgs = pgTable('orgs', {
     .notNull()
     .references(() => plans.id),
   createdAt: int64('created_at').notNull(),
+  /** Days a span row is kept (NULL: the install's default); the daily rollups outlive it. */
+  retentionDays: integer('retention_days'),
+  /** Days a span keeps its texts (input, output, tool catalog, sources, safety metadata) before they are emptied. */
+  textDays: integer('text_days'),
+  /** The content policy applied at ingest (record mode and redaction rules), as JSON; NULL: record everything as sent. */
+  contentPolicy: text('content_policy'),
 });
 
 export const apiKeys = pgTable(
@@ -136,4 +142,53 @@ export const budgetEvents = pgTable(
     uniqueIndex('budget_events_key_idx').on(t.budgetId, t.customerId, t.month, t.threshold),
     index('budget_events_due_idx').on(t.deliveredAt, t.nextAttemptAt),
   ],
+);
+
+/**
+ * What was done to stored data and by whom (erasures, retention changes):
+ * never the data itself. An erased customer, trace or session is recorded by
+ * the SHA-256 of its id, so the log does not keep what was erased.
+ */
+export const auditLog = pgTable(
+  'audit_log',
+  {
+    id: text('id').primaryKey(),
+    at: int64('at').notNull(),
+    actor: text('actor').notNull(),
+    action: text('action').notNull(),
+    orgId: text('org_id').notNull(),
+    target: text('target').notNull().default(''),
+    detail: text('detail').notNull().default('{}'),
+  },
+  (t) => [index('audit_log_at_idx').on(t.at)],
+);
+
+/**
+ * Price catalogs imported with `prices import` (genai-prices data files),
+ * every version kept: spans name the one that priced them. The one in force
+ * is `settings.price_catalog` (none: the catalog the release ships).
+ */
+export const priceCatalogs = pgTable('price_catalogs', {
+  id: text('id').primaryKey(),
+  source: text('source').notNull(),
+  date: text('date').notNull(),
+  sha256: text('sha256').notNull().unique(),
+  data: text('data').notNull(),
+  importedAt: int64('imported_at').notNull(),
+  importedBy: text('imported_by').notNull().default(''),
+});
+
+/** Prices adopted from the second catalog (`prices audit --adopt`), one per (provider, model). */
+export const priceAdoptions = pgTable(
+  'price_adoptions',
+  {
+    id: text('id').primaryKey(),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    validFrom: text('valid_from').notNull(),
+    source: text('source').notNull(),
+    prices: text('prices').notNull(),
+    createdAt: int64('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('price_adoptions_key_idx').on(t.provider, t.model)],
 );
