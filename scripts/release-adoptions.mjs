@@ -10,8 +10,7 @@ import { adoptionFor, auditPrices, bundledSecondCatalog, secondCatalogTag } from
  * provider/model as the audit names them, and why the second catalog's price is the right one.
  * Not adopted although flagged: aws/anthropic.claude-sonnet-4-5-20250929-v1:0 (the second catalog
  * gives the in-region id the global endpoint's $3, where it is billed at the regional $3.30: the
- * regional adoption above prices it), mistral/mistral-small-latest (the catalogs disagree and neither
- * matches a price checked here).
+ * regional adoption above prices it).
  */
 const ADOPT = {
   'deepseek/deepseek-reasoner':
@@ -25,6 +24,9 @@ const ADOPT = {
     'above 200k input tokens $6.60 / $24.75 (aws.amazon.com/bedrock/pricing)',
   'aws/global.anthropic.claude-sonnet-4-5-20250929-v1:0':
     'Bedrock Claude Sonnet 4.5, global endpoint: $3 / $15, above 200k input tokens $6 / $22.50 (same page)',
+  'mistral/mistral-small-latest':
+    'mistral-small-latest is Mistral Small 3.2 (2506), $0.06 input, $0.18 output on mistral.ai/pricing (as synced by ' +
+    'llmpricing.site on 2026-05-28, and as the second catalog prices mistral-small-3-2-2506); the catalog still has its launch $0.1 / $0.3',
   'x-ai/grok-4-0709': 'grok-4 (grok-4-0709) above 128k context: $6 input, $30 output; $3 / $15 below (docs.x.ai/docs/models)',
   'google-vertex/gemini-2.0-flash-001':
     'Vertex AI bills Gemini 2.0 Flash at $0.15 input, $0.60 output, unlike the Gemini API (cloud.google.com/vertex-ai/generative-ai/pricing)',

@@ -174,7 +174,9 @@ describe('an import on PostgreSQL reaches every replica', () => {
  *   miss), $0.028 cache hit, $0.42 output.
  * - Mistral, docs.mistral.ai/models/mistral-large-3-25-12 (Mistral Large 3,
  *   which mistral-large-latest names since December 2025): $0.5 input, $1.5
- *   output; mistral-large-2411 keeps its $2 / $6.
+ *   output; mistral-large-2411 keeps its $2 / $6. mistral.ai/pricing as synced
+ *   by llmpricing.site on 2026-05-28: mistral-small-latest (Mistral Small 3.2,
+ *   2506) $0.06 input, $0.18 output.
  * - Anthropic, docs.claude.com/en/docs/about-claude/pricing (long context):
  *   Claude Sonnet 4 above 200k input tokens $6 input, $22.50 output, $0.60
  *   cache read, $7.50 cache write; $3 / $15 below.
@@ -226,6 +228,14 @@ describe('golden prices on the release date', () => {
       price_source: adopted,
     });
     expect(await price('mistral', 'mistral-large-2411', { inputTokens: M, outputTokens: M })).toMatchObject({ input_cost: '2', output_cost: '6' });
+  });
+
+  it('mistral-small-latest at the Mistral Small 3.2 price', async () => {
+    expect(await price('mistral', 'mistral-small-latest', { inputTokens: M, outputTokens: M })).toMatchObject({
+      input_cost: '0.06',
+      output_cost: '0.18',
+      price_source: adopted,
+    });
   });
 
   it('Claude Sonnet 4 above 200k prompt tokens, and below', async () => {
@@ -287,27 +297,29 @@ describe('golden prices on the release date', () => {
       'deepseek-chat',
       'deepseek-reasoner',
       'mistral-large-latest',
+      'mistral-small-latest',
       'gemini-2.0-flash-001',
       'grok-4-0709',
       'us.anthropic.claude-sonnet-4-5-20250929-v1:0',
     ])
       expect(r.findings.map((f) => f.model)).not.toContain(m);
-    expect(r.findings.find((f) => f.model === 'mistral-small-latest')).toMatchObject({
+    expect(r.findings.find((f) => f.model === 'open-mistral-nemo')).toMatchObject({
       provider: 'mistral',
       status: 'differs',
       diffs: [
-        { bucket: 'input', tier: 'base', inForce: '0.1', second: '0.06' },
-        { bucket: 'output', tier: 'base', inForce: '0.3', second: '0.18' },
+        { bucket: 'input', tier: 'base', inForce: '0.15', second: '0.3' },
+        { bucket: 'output', tier: 'base', inForce: '0.15', second: '0.3' },
       ],
     });
     expect(r.unknown).toBeGreaterThan(0);
 
-    const adopt = await auditCatalog(ctx, { at: day, adopt: ['mistral-small-latest'] });
-    expect(adopt.adopted).toEqual([expect.objectContaining({ provider: 'mistral', model: 'mistral-small-latest', from: '2026-07-24' })]);
-    expect(await price('mistral', 'mistral-small-latest', { inputTokens: M })).toMatchObject({ input_cost: '0.06', price_source: adopted });
-    await auditCatalog(ctx, { at: day, unadopt: ['mistral-small-latest', 'deepseek-chat'] });
-    expect(await price('mistral', 'mistral-small-latest', { inputTokens: M })).toMatchObject({
-      input_cost: '0.1',
+    const adopt = await auditCatalog(ctx, { at: day, adopt: ['open-mistral-nemo'] });
+    // Adopted under the catalog's id for the model, which open-mistral-nemo resolves to.
+    expect(adopt.adopted).toEqual([expect.objectContaining({ provider: 'mistral', model: 'mistral-nemo', from: '2026-07-24' })]);
+    expect(await price('mistral', 'open-mistral-nemo', { inputTokens: M })).toMatchObject({ input_cost: '0.3', price_source: adopted });
+    await auditCatalog(ctx, { at: day, unadopt: ['open-mistral-nemo', 'deepseek-chat'] });
+    expect(await price('mistral', 'open-mistral-nemo', { inputTokens: M })).toMatchObject({
+      input_cost: '0.15',
       price_source: expect.stringMatching(/^catalog:genai-prices@/),
     });
     expect((await price('deepseek', 'deepseek-chat', { inputTokens: M })).price_source).toMatch(/^catalog:genai-prices@/);
