@@ -238,6 +238,11 @@ export class PriceEngine {
   private adoptions: readonly Adoption[] = [];
   /** Adoptions by (provider, model), for the source of the spans they price. */
   private adopted = new Map<string, Adoption>();
+  /**
+   * One resolution per catalog price object (and source, provider, model): every 30-minute bucket
+   * a price is in force shares it, so a cache of a year's buckets holds pointers, not copies.
+   */
+  private interned = new WeakMap<object, Map<string, ResolvedPrice>>();
 
   private constructor(opts: PriceEngineOptions, catalog: Catalog) {
     this.catalog = catalog;
@@ -279,6 +284,7 @@ export class PriceEngine {
     this.catalog = catalog;
     this.adoptions = adoptions;
     this.adopted = new Map(adoptions.map((a) => [`${a.provider}\u0000${a.model}`, a]));
+    this.interned = new WeakMap();
     this.cache.clear();
   }
 
@@ -344,7 +350,12 @@ export class PriceEngine {
     if (r === null) return null;
     const adoption = this.adopted.get(`${r.provider.id}\u0000${r.model.id}`);
     const source = adoption !== undefined && atMs >= Date.parse(`${adoption.from}T00:00:00Z`) ? `catalog:${adoption.source}` : `catalog:${this.catalogVersion}`;
-    return { source, provider: r.provider.id, model: r.model.id, prices: fromCatalog(r.model_price) };
+    const key = `${source}\u0000${r.provider.id}\u0000${r.model.id}`;
+    let byPrice = this.interned.get(r.model_price);
+    if (byPrice === undefined) this.interned.set(r.model_price, (byPrice = new Map()));
+    let resolved = byPrice.get(key);
+    if (resolved === undefined) byPrice.set(key, (resolved = { source, provider: r.provider.id, model: r.model.id, prices: fromCatalog(r.model_price) }));
+    return resolved;
   }
 
   /** The hot path: exact costs of one span. */
