@@ -130,7 +130,12 @@ export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
     }
   const whole = { orgId: 'org_a', ...ranges[0]!, by: 'trace' as const };
   expect(await countGroups(store, whole)).toBe(await countGroups(scan, whole));
-  expect(await usageReport(store, { ...whole, limit: 5 })).toEqual(await usageReport(scan, { ...whole, limit: 5 }));
+  // Ranked cuts: the groups of largest cost, then every measure of those groups.
+  for (const by of ['trace', 'session', 'customer', 'model'] as const)
+    for (const customerId of [undefined, 'cust-1']) {
+      const f = { ...whole, by, customerId, limit: 3 };
+      expect(await usageReport(store, f), `${by} limit 3${customerId === undefined ? '' : ' of cust-1'}`).toEqual(await usageReport(scan, f));
+    }
   const traces = ['trace-0', 'trace-5', 'trace-13'];
   expect(await groupLabels(store, { ...whole, groups: traces })).toEqual(await groupLabels(scan, { ...whole, groups: traces }));
   expect(await traceSpans(store, { orgId: 'org_a', traceId: 'trace-5' })).toEqual(await traceSpans(scan, { orgId: 'org_a', traceId: 'trace-5' }));

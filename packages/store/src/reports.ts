@@ -272,6 +272,16 @@ function asText(d: ReportDialect, inner: string, withSub: boolean): string {
   return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${measures} AS m FROM (${inner}) r`;
 }
 
+/**
+ * The `limit` groups of largest cost, ranked on the cost alone: every other
+ * measure is then summed for those groups only (a range with 2M traces: the
+ * ranking reads two columns, not twenty).
+ */
+function topGroupsSql(group: string, table: string, where: string, spans: string, cost: string, limit: number): string {
+  const top = Math.max(0, Math.trunc(limit));
+  return `SELECT ${group} FROM ${table} WHERE ${where} GROUP BY ${group} HAVING ${spans} <> 0 ORDER BY ${cost} DESC, ${group} LIMIT ${top}`;
+}
+
 async function dailyReport(
   store: SpanStore,
   f: UsageFilter & { limit?: number | undefined },
@@ -288,6 +298,10 @@ async function dailyReport(
     params.push(f.customerId);
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  if (ranked !== '') {
+    where.push(`${group} IN (${topGroupsSql(group, source.table, where.join(' AND '), 'sum(spans)', 'sum(total_cost)', f.limit ?? 0)})`);
+    params.push(...params);
+  }
   const sql =
     `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM ${source.table} ` +
     `WHERE ${where.join(' AND ')} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
@@ -304,10 +318,17 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
   if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
     // Per trace with no field to resolve: the rows of the range's days alone.
     const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.rollup.traceMerge('sum', 'total_cost')} DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
+    let where = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
+    const params: unknown[] = [f.orgId];
+    if (f.limit !== undefined) {
+      const [spans, cost] = [d.rollup.traceMerge('sum', 'spans'), d.rollup.traceMerge('sum', 'total_cost')];
+      where += ` AND trace_id IN (${topGroupsSql('trace_id', 'traces', where, spans, cost, f.limit)})`;
+      params.push(f.orgId);
+    }
     const sql =
-      `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-      `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id HAVING ${d.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
-    return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
+      `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE ${where} ` +
+      `GROUP BY trace_id HAVING ${d.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
+    return (await store.query(asText(d, sql, false), params)).map((r) => toUsageRow(r, false));
   }
   // Day literals come from splitRange (numbers formatted here), never from request text.
   const inRange = `start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
