@@ -275,8 +275,12 @@ function asText(d: ReportDialect, inner: string, withSub: boolean): string {
 /**
  * The `limit` groups of largest cost, ranked on the cost alone: every other
  * measure is then summed for those groups only (a range with 2M traces: the
- * ranking reads two columns, not twenty).
+ * ranking reads two columns, not twenty). Only for groupings with about as
+ * many groups as rows: for customers or models the second read of the rows
+ * costs more than it saves (usage --by model, 1M rows: 54 -> 85 ms).
  */
+const RANKED_FIRST: ReadonlySet<GroupBy> = new Set(['trace', 'session']);
+
 function topGroupsSql(group: string, table: string, where: string, spans: string, cost: string, limit: number): string {
   const top = Math.max(0, Math.trunc(limit));
   return `SELECT ${group} FROM ${table} WHERE ${where} GROUP BY ${group} HAVING ${spans} <> 0 ORDER BY ${cost} DESC, ${group} LIMIT ${top}`;
@@ -298,7 +302,7 @@ async function dailyReport(
     params.push(f.customerId);
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
-  if (ranked !== '') {
+  if (ranked !== '' && RANKED_FIRST.has(f.by)) {
     where.push(`${group} IN (${topGroupsSql(group, source.table, where.join(' AND '), 'sum(spans)', 'sum(total_cost)', f.limit ?? 0)})`);
     params.push(...params);
   }
