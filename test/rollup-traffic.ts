@@ -2,7 +2,7 @@ import { expect } from 'vitest';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { encodeRow, payloadToRows, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
-import { countGroups, GROUPS, groupLabels, traceSpans, usageReport, type GroupBy } from '../packages/store/src/reports.js';
+import { countGroups, dailyCosts, GROUPS, groupLabels, traceSpans, usageReport, type GroupBy } from '../packages/store/src/reports.js';
 import type { SpanStore } from '../packages/store/src/span-store.js';
 import { makePayload, makeSpan, makeTrace } from './factories.js';
 
@@ -138,5 +138,23 @@ export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
     }
   const traces = ['trace-0', 'trace-5', 'trace-13'];
   expect(await groupLabels(store, { ...whole, groups: traces })).toEqual(await groupLabels(scan, { ...whole, groups: traces }));
+  const customers = { ...whole, by: 'customer' as const, groups: ['cust-1', 'cust-2', ''] };
+  expect(await groupLabels(store, customers)).toEqual(await groupLabels(scan, customers));
+  // A chart's series: one cost per group and day, of the groups asked for or of all.
+  for (const [by, groups] of [
+    ['customer', ['cust-1', '']],
+    ['customer', undefined],
+    ['model', undefined],
+  ] as const) {
+    const f = { orgId: 'org_a', ...ranges[0]!, by, groups };
+    const series = await dailyCosts(store, f);
+    expect(series.length).toBeGreaterThan(0);
+    expect(series, `daily costs by ${by}`).toEqual(await dailyCosts(scan, f));
+    const rows = (await usageReport(scan, { ...f, then: 'day' })).filter((r) => groups === undefined || (groups as readonly string[]).includes(r.group));
+    expect(sortSeries(series)).toEqual(sortSeries(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost }))));
+  }
   expect(await traceSpans(store, { orgId: 'org_a', traceId: 'trace-5' })).toEqual(await traceSpans(scan, { orgId: 'org_a', traceId: 'trace-5' }));
 }
+
+const sortSeries = (xs: readonly { group: string; day: string; cost: string }[]) =>
+  [...xs].sort((a, b) => (a.group === b.group ? (a.day < b.day ? -1 : 1) : a.group < b.group ? -1 : 1));

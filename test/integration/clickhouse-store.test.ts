@@ -100,7 +100,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       {
         obj: expect.objectContaining({
           database: fresh,
-          applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns'],
+          applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns', '0005_customers_models_daily'],
         }) as unknown,
         msg: 'ClickHouse migrations applied',
       },
@@ -125,6 +125,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       { version: '0002_rollups', n: 1 },
       { version: '0003_sessions_workflows_daily', n: 1 },
       { version: '0004_retention_columns', n: 1 },
+      { version: '0005_customers_models_daily', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
     // Beside the rows' columns: the derived metadata pairs, the rollups' weight (0002_rollups) and the retention written for TTLs (0004).
@@ -138,7 +139,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(4);
+      expect(r?.v).toBe(5);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -156,7 +157,12 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       await c.command({ query: "INSERT INTO schema_migrations VALUES ('0001_spans', now())" });
       const warnings: object[] = [];
       const logger = { warn: (o: object) => warnings.push(o), info: () => undefined };
-      expect(await applyClickHouseMigrations(c, old, logger)).toEqual(['0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns']);
+      expect(await applyClickHouseMigrations(c, old, logger)).toEqual([
+        '0002_rollups',
+        '0003_sessions_workflows_daily',
+        '0004_retention_columns',
+        '0005_customers_models_daily',
+      ]);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {
       await c.close();

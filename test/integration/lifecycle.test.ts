@@ -136,7 +136,7 @@ function lifecycleCases(name: string, open: () => Promise<{ store: SpanStore; se
 
       expect(await store.erase('org_a', { kind: 'customer', id: 'cust-2' }, false)).toEqual(dry);
       await settle();
-      for (const t of ['spans', 'usage_daily', 'sessions_daily']) {
+      for (const t of ['spans', 'usage_daily', 'customers_daily', 'sessions_daily']) {
         const [r] = await store.query(`SELECT count() AS n FROM ${t} WHERE customer_id = ?`, ['cust-2']);
         expect(num(r?.n), t).toBe(0);
       }
@@ -206,7 +206,7 @@ describe('ClickHouse 18.16', () => {
       store,
       settle: async () => {
         // Merges fold the rollups' partial rows; the figures are the same before and after.
-        for (const t of ['spans', 'usage_daily', 'sessions_daily', 'workflows_daily', 'traces'])
+        for (const t of ['spans', 'usage_daily', 'customers_daily', 'models_daily', 'sessions_daily', 'workflows_daily', 'traces'])
           await store.query(`OPTIMIZE TABLE ${t} FINAL`).catch(() => undefined);
       },
     };

@@ -15,7 +15,7 @@ import type { Pricing } from '@trace-ingest/store/pricing';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import type { BudgetStatus } from './budgets.js';
 import type { ControlStore, Org } from '@trace-ingest/store/control-store-types';
-import { countGroups, groupLabels, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
+import { countGroups, dailyCosts, groupLabels, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
 import type { Metrics } from './metrics.js';
@@ -163,19 +163,17 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   api.get('/customers', async (req, res) => {
     const q = rangeOf(req);
     const org = await orgOf(res, q.org);
-    const [rows, perDay, byDay] = await Promise.all([
+    const [rows, byDay] = await Promise.all([
       usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', limit: MAX_CUSTOMERS }),
-      usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', then: 'day' }),
       usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'day' }),
     ]);
-    const shown = new Set(rows.map((r) => r.group));
+    const perDay = await dailyCosts(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', groups: rows.map((r) => r.group) });
     const index = new Map(q.days.map((d, i) => [d, i]));
     const daily: Record<string, string[]> = {};
     for (const r of perDay) {
-      if (!shown.has(r.group)) continue;
       const series = (daily[r.group] ??= q.days.map(() => '0'));
-      const i = index.get(r.subgroup ?? '');
-      if (i !== undefined) series[i] = r.costs.total_cost;
+      const i = index.get(r.day);
+      if (i !== undefined) series[i] = r.cost;
     }
     const labels = await groupLabels(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', groups: rows.map((r) => r.group) });
     const names = Object.fromEntries(Object.entries(labels).map(([id, l]) => [id, l.name]));

@@ -77,6 +77,7 @@ export function rollupsNaming(kind: EraseKind): { table: string; column: string 
   if (kind === 'customer') {
     return [
       { table: 'usage_daily', column: 'customer_id' },
+      { table: 'customers_daily', column: 'customer_id' },
       { table: 'sessions_daily', column: 'customer_id' },
     ];
   }

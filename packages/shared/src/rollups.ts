@@ -57,10 +57,16 @@ export interface DailyRollup {
 /**
  * Every per-day rollup. Sessions and workflows are trace-level fields whose
  * values multiply usage_daily's rows, so each has a narrow table of its own
- * (a day holds as many rows as sessions, or workflows, that day).
+ * (a day holds as many rows as sessions, or workflows, that day). Customers
+ * and models have narrow tables too: usage_daily holds customers x models
+ * rows a day, which grows with traffic (340k rows for 1M spans over 90 days),
+ * while a report by customer, by model or by day needs only one of the two
+ * (18k and 8k rows for the same spans, whatever their number).
  */
 export const DAILY_ROLLUPS: readonly DailyRollup[] = [
   { table: 'usage_daily', keys: DAILY_KEYS },
+  { table: 'customers_daily', keys: ['org_id', 'start_date', 'customer_id', 'customer_name'] },
+  { table: 'models_daily', keys: ['org_id', 'start_date', 'model_id', 'provider', 'span_type'] },
   { table: 'sessions_daily', keys: ['org_id', 'start_date', 'customer_id', 'session_id'] },
   { table: 'workflows_daily', keys: ['org_id', 'start_date', 'workflow_name'] },
 ];

@@ -69,7 +69,8 @@ describe('DuckDB schema migrations', () => {
     const [first] = await loadDuckDbMigrations();
     await raw(file, async (c) => {
       await c.run('CREATE TABLE old_rows AS SELECT * EXCLUDE (trace_metadata, span_metadata) FROM spans');
-      for (const t of ['spans', 'usage_daily', 'sessions_daily', 'workflows_daily', 'traces', 'schema_migrations']) await c.run(`DROP TABLE ${t}`);
+      for (const t of ['spans', 'usage_daily', 'customers_daily', 'models_daily', 'sessions_daily', 'workflows_daily', 'traces', 'schema_migrations'])
+        await c.run(`DROP TABLE ${t}`);
       for (const stmt of first?.statements ?? []) await c.run(stmt);
       await c.run('INSERT INTO spans BY NAME SELECT * FROM old_rows');
       await c.run('DROP TABLE old_rows');

@@ -126,7 +126,7 @@ export interface AuditResult {
 async function seenModels(ctx: CliContext, since: number | undefined): Promise<{ provider: string; model: string }[]> {
   // A date literal both stores compare with a Date column.
   const when = since === undefined ? '' : ` AND start_date >= '${new Date(since).toISOString().slice(0, 10)}'`;
-  const rows = await (await openSpanAccess(ctx)).sql(`SELECT DISTINCT provider, model_id FROM usage_daily WHERE model_id <> ''${when}`, [], 100_000);
+  const rows = await (await openSpanAccess(ctx)).sql(`SELECT DISTINCT provider, model_id FROM models_daily WHERE model_id <> ''${when}`, [], 100_000);
   return rows.map((r) => ({ provider: String(r.provider), model: String(r.model_id) }));
 }
 

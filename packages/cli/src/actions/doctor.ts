@@ -97,7 +97,7 @@ async function checkUnpriced(ctx: CliContext): Promise<Check> {
     const rows = await (
       await openSpanAccess(ctx)
     ).sql(
-      `SELECT provider, model_id, sum(unpriced) AS n FROM usage_daily WHERE start_date >= '${month}' ` +
+      `SELECT provider, model_id, sum(unpriced) AS n FROM models_daily WHERE start_date >= '${month}' ` +
         'GROUP BY provider, model_id HAVING sum(unpriced) > 0 ORDER BY n DESC',
       [],
       1000,
