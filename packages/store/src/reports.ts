@@ -523,7 +523,7 @@ export function storedToRow(r: QueryRow, only?: readonly string[]): SpanRow {
         out[name] = v === null || v === undefined ? null : Number(v);
         break;
       case 'decimal':
-        out[name] = formatDecimal(parseDecimal(String(v)));
+        out[name] = decimalText(String(v));
         break;
       case 'bool':
         out[name] = v === true || v === 1 || v === '1' || v === 'true';
@@ -614,8 +614,9 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     const costs = price(rowToPricedSpan(row), row.org_id);
     before += parseDecimal(row.total_cost);
     after += parseDecimal(costs.total_cost);
+    // Equal texts first: both sides are in formatDecimal's form, so most rows never parse a decimal.
     const differs = COST_KEYS.some((k) =>
-      k === 'priced' || k === 'price_source' ? row[k] !== costs[k] : parseDecimal(row[k]) !== parseDecimal(costs[k] as string),
+      k === 'priced' || k === 'price_source' ? row[k] !== costs[k] : row[k] !== costs[k] && parseDecimal(row[k]) !== parseDecimal(costs[k] as string),
     );
     if (!differs) continue;
     rowsChanged++;
