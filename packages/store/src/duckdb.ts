@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { DuckDBInstance, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import { DuckDBInstance, JsonDuckDBValueConverter, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
 import {
   DAY_MS,
   ERASE_COLUMN,
@@ -670,8 +670,22 @@ export class DuckDbSpanStore implements SpanStore {
     try {
       await conn.run(`USE ${CATALOG}`);
       const result = await conn.stream(sql, params as DuckDBValue[]);
-      // One data chunk (up to 2,048 rows) at a time.
-      for await (const rows of result.yieldRowObjectJson()) yield* rows as QueryRow[];
+      const names = result.deduplicatedColumnNames();
+      // One data chunk (up to 2,048 rows) at a time, each reset once its rows are converted: a chunk's
+      // native memory is otherwise freed only when a collection finds its wrapper, and wrappers that
+      // live through a chunk's rows reach the old generation (reprice of 219k rows: 364 -> 300 MB peak).
+      for (;;) {
+        const chunk = await result.fetchChunk();
+        if (chunk === null || chunk.rowCount === 0) break;
+        const columns = chunk.convertColumns(JsonDuckDBValueConverter);
+        const count = chunk.rowCount;
+        chunk.reset();
+        for (let i = 0; i < count; i++) {
+          const row: QueryRow = {};
+          names.forEach((n, c) => (row[n] = columns[c]?.[i] ?? null));
+          yield row;
+        }
+      }
     } finally {
       conn.closeSync();
     }
