@@ -101,7 +101,7 @@ export function traffic(seed: number): Batch[] {
 export const buf = (rows: readonly SpanRow[]) => Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
 
 /** The same store read without its rollups: every report from the spans themselves. */
-function scanning(store: SpanStore): SpanStore {
+export function scanning(store: SpanStore): SpanStore {
   return Object.assign(Object.create(store) as SpanStore, { rollups: false });
 }
 

@@ -9,7 +9,9 @@ import { makeBulkPayload } from '../../../test/factories.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { applyDuckDbMigrations, loadDuckDbMigrations, spansSchemaDrift } from './duckdb-migrations.js';
 import { SpanStoreRejectedError, SpanStoreSchemaError } from './span-store.js';
+import { TOP_LISTS } from './duckdb-top-lists.js';
 
+const TOP_LIST_TABLES = Object.values(TOP_LISTS).flatMap((l) => [l.table, l.marks]);
 const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_000_000 };
 
 function lines(traces: number, spans: number, orgId = ctx.orgId): { buf: Buffer; rows: number } {
@@ -69,7 +71,17 @@ describe('DuckDB schema migrations', () => {
     const [first] = await loadDuckDbMigrations();
     await raw(file, async (c) => {
       await c.run('CREATE TABLE old_rows AS SELECT * EXCLUDE (trace_metadata, span_metadata) FROM spans');
-      for (const t of ['spans', 'usage_daily', 'customers_daily', 'models_daily', 'sessions_daily', 'workflows_daily', 'traces', 'schema_migrations'])
+      for (const t of [
+        'spans',
+        'usage_daily',
+        'customers_daily',
+        'models_daily',
+        'sessions_daily',
+        'workflows_daily',
+        'traces',
+        ...TOP_LIST_TABLES,
+        'schema_migrations',
+      ])
         await c.run(`DROP TABLE ${t}`);
       for (const stmt of first?.statements ?? []) await c.run(stmt);
       await c.run('INSERT INTO spans BY NAME SELECT * FROM old_rows');

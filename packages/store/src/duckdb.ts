@@ -27,6 +27,16 @@ import {
 } from '@trace-ingest/shared/rollups';
 import { applyDuckDbMigrations, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import {
+  dateLiteral,
+  rebuildTopListSql,
+  TOP_LISTS,
+  TOP_LISTS_CHUNK_DAYS,
+  TOP_LISTS_PER_DAY,
+  unmarkedDays,
+  unmarkSql,
+  type TopListName,
+} from './duckdb-top-lists.js';
+import {
   chunksOf,
   ReadOnlyQueryError,
   SpanStoreFileError,
@@ -36,6 +46,7 @@ import {
   type Lines,
   type QueryRow,
   type SpanStore,
+  type TopLists,
 } from './span-store.js';
 
 // The parts, for callers that need one of them (tests, tools).
@@ -90,6 +101,8 @@ export interface DuckDbSpanStoreOptions {
   compactRows?: number | undefined;
   /** DuckDB's checkpoint_threshold: the size its own log reaches before a checkpoint (default 256MB). */
   checkpointThreshold?: string | undefined;
+  /** How many traces (and sessions) each day's top list keeps (default TOP_LISTS_PER_DAY); tests give a few. */
+  topListsPerDay?: number | undefined;
 }
 
 /**
@@ -101,6 +114,7 @@ export interface DuckDbSpanStoreOptions {
 export class DuckDbSpanStore implements SpanStore {
   readonly kind = 'duckdb';
   readonly rollups = true;
+  readonly topLists: TopLists;
   private instance: DuckDBInstance | undefined;
   private writer: DuckDBConnection | undefined;
   private reader: DuckDBConnection | undefined;
@@ -122,6 +136,7 @@ export class DuckDbSpanStore implements SpanStore {
   constructor(private readonly opts: DuckDbSpanStoreOptions) {
     this.tmpDir = opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp');
     this.compactRows = opts.compactRows ?? 20_000;
+    this.topLists = { perDay: opts.topListsPerDay ?? TOP_LISTS_PER_DAY, refresh: (list, org, from, to) => this.refreshTopList(list, org, from, to) };
   }
 
   async start(): Promise<void> {
@@ -314,6 +329,7 @@ export class DuckDbSpanStore implements SpanStore {
           );
           for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored, r)}`);
           await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
+          await this.unmark('ti_costs', dateLiteral(dayOf(Number(r?.lo))), dateLiteral(dayOf(Number(r?.hi))));
         }),
       COST_CHANGE_COLUMNS,
     );
@@ -373,10 +389,56 @@ export class DuckDbSpanStore implements SpanStore {
       );
       for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
       this.touch(dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
+      await this.unmark('ti_batch', `${dateLiteral(range.dayLo)} - ${TRACE_WINDOW_DAYS}`, `${dateLiteral(range.dayHi)} + ${TRACE_WINDOW_DAYS}`);
     }
     await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
     for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     this.touch(range.dayLo, range.dayHi);
+    await this.unmark('ti_batch', dateLiteral(range.dayLo), dateLiteral(range.dayHi));
+  }
+
+  /** The top lists of the days from `lo` to `hi` of the orgs in `source` are out of date (in the write's transaction). */
+  private async unmark(source: string, lo: string, hi: string): Promise<void> {
+    for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, lo, hi)) await this.run(sql);
+  }
+
+  /**
+   * Rebuilds the org's unmarked days of a top list from `fromDay` to `toDay`,
+   * a chunk of days per transaction (inserts go on between chunks). Days
+   * with no rows at all, outside the org's first and last day, are only marked.
+   */
+  private async refreshTopList(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    const list = TOP_LISTS[name];
+    const org = sqlString(orgId);
+    const range = `org_id = ${org} AND start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
+    const missing = async () => {
+      const marked = await this.rows(`SELECT CAST(start_date AS VARCHAR) AS d FROM ${list.marks} WHERE ${range}`);
+      return unmarkedDays(fromDay, toDay, new Set(marked.map((r) => String(r.d))));
+    };
+    // A read that finds its days current takes nothing from the writer.
+    if ((await missing()).length === 0) return;
+    for (;;) {
+      const done = await this.exclusive(async () => {
+        await this.checkFile();
+        let days = await missing();
+        if (days.length > 2 * TOP_LISTS_CHUNK_DAYS) {
+          const [b] = await this.rows(
+            `SELECT CAST(min(start_date) AS VARCHAR) AS lo, CAST(max(start_date) AS VARCHAR) AS hi FROM ${list.source} WHERE ${range}`,
+          );
+          const [lo, hi] = [String(b?.lo ?? '9999-12-31'), String(b?.hi ?? '0000-01-01')];
+          const empty = days.filter((day) => day < lo || day > hi);
+          if (empty.length > 0)
+            await this.run(`INSERT INTO ${list.marks} SELECT ${org}, d, 0 FROM (VALUES ${empty.map((day) => `(${dateLiteral(day)})`).join(', ')}) v(d)`);
+          days = days.filter((day) => day >= lo && day <= hi);
+        }
+        const chunk = days.slice(0, TOP_LISTS_CHUNK_DAYS);
+        await this.transaction(async () => {
+          for (const sql of rebuildTopListSql(list, org, chunk, this.topLists.perDay)) await this.run(sql);
+        });
+        return days.length <= TOP_LISTS_CHUNK_DAYS;
+      });
+      if (done) return;
+    }
   }
 
   /** Runs an insert into a rollup and counts its rows toward the next compaction. */
@@ -462,7 +524,14 @@ export class DuckDbSpanStore implements SpanStore {
         out.deletedRows = d.rows;
         out.done = d.done;
       }
-      if (out.done) await this.exclusive(() => this.run(`DELETE FROM traces WHERE org_id = ${org} AND start_date < DATE '${dayOf(before)}'`));
+      if (out.done)
+        await this.exclusive(() =>
+          this.transaction(async () => {
+            // The daily rollups, sessions_daily among them, keep their rows; the traces and their list go.
+            const old = `org_id = ${org} AND start_date < ${dateLiteral(dayOf(before))}`;
+            for (const t of ['traces', TOP_LISTS.trace.table, TOP_LISTS.trace.marks]) await this.run(`DELETE FROM ${t} WHERE ${old}`);
+          }),
+        );
     }
     if (cut.textsBefore !== undefined && out.done) {
       const before = cut.textsBefore;
@@ -545,9 +614,19 @@ export class DuckDbSpanStore implements SpanStore {
       if (dryRun || counts.spans + counts.rollupRows === 0) return counts;
       const days = (await this.rows('SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ti_erase')).map((r) => String(r.d));
       await this.transaction(async () => {
+        // The days whose top lists change: those of the spans, and of every rollup row that names the id.
+        await this.run(
+          'CREATE OR REPLACE TEMP TABLE ti_erase_days AS SELECT start_date FROM ti_erase UNION ' +
+            named.map(([t, w]) => `SELECT DISTINCT start_date FROM ${t} WHERE ${w}`).join(' UNION '),
+        );
         await this.takeBack(where);
         await this.run(`DELETE FROM spans WHERE ${where}`);
         for (const [t, w] of named) await this.run(`DELETE FROM ${t} WHERE ${w}`);
+        const changed = `org_id = ${org} AND start_date IN (SELECT start_date FROM ti_erase_days)`;
+        await this.run(`DELETE FROM ${TOP_LISTS.trace.table} WHERE ${traceRows} OR (${changed})`);
+        await this.run(`DELETE FROM ${TOP_LISTS.session.table} WHERE ${changed}`);
+        for (const l of Object.values(TOP_LISTS)) await this.run(`DELETE FROM ${l.marks} WHERE ${changed}`);
+        await this.run('DROP TABLE ti_erase_days');
       });
       for (const d of days) this.touched.add(d);
       await this.compactNow();

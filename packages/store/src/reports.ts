@@ -4,6 +4,7 @@ import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
 import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
 import type { CostChange, QueryRow, SpanStore } from './span-store.js';
+import { TOP_LISTS, type TopListName } from './duckdb-top-lists.js';
 
 /**
  * Cost and usage reports over the span store, one row per span counted (the
@@ -304,6 +305,10 @@ async function dailyReport(
     params.push(f.customerId);
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  if (ranked !== '' && f.by === 'session' && f.customerId === undefined) {
+    const top = await fromTopList(store, 'session', f, days);
+    if (top !== undefined) return top;
+  }
   if (ranked !== '' && RANKED_FIRST.has(f.by)) {
     where.push(`${group} IN (${topGroupsSql(group, source.table, where.join(' AND '), 'sum(spans)', 'sum(total_cost)', f.limit ?? 0)})`);
     params.push(...params);
@@ -322,6 +327,8 @@ async function dailyReport(
 async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
   if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
+    const top = await fromTopList(store, 'trace', f, days);
+    if (top !== undefined) return top;
     // Per trace with no field to resolve: the rows of the range's days alone.
     const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.rollup.traceMerge('sum', 'total_cost')} DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
     let where = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
@@ -354,6 +361,29 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
     `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql(undefined, 't_')} FROM (${inner}) t${where} ` +
     `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(t_spans) <> 0${ranked}`;
   return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
+}
+
+/**
+ * The first `limit` traces or sessions of a range from the store's per-day
+ * top lists (undefined when it keeps none, or keeps fewer a day than asked):
+ * their rows are few a day, whatever the traffic.
+ */
+async function fromTopList(
+  store: SpanStore,
+  name: TopListName,
+  f: UsageFilter & { limit?: number | undefined },
+  days: { from: string; to: string },
+): Promise<UsageRow[] | undefined> {
+  const lists = store.topLists;
+  if (!store.rollups || lists === undefined || f.limit === undefined || f.limit > lists.perDay) return undefined;
+  await lists.refresh(name, f.orgId, days.from, days.to);
+  const d = reportDialect(store.kind);
+  const { table, group } = TOP_LISTS[name];
+  const sql =
+    `SELECT ${group} AS grp, ${sumsSql()} FROM ${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
+    `AND start_date < ${d.dateLiteral(days.to)} GROUP BY ${group} HAVING sum(spans) <> 0 ` +
+    `ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
+  return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
 }
 
 /** A day's total cost in one group, for a chart that draws nothing else. */
@@ -398,6 +428,27 @@ const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText
 export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>): Promise<number> {
   const d = reportDialect(store.kind);
   const { days, edges } = splitRange(f.from, f.to);
+  const lists = store.topLists;
+  if (
+    store.rollups &&
+    lists !== undefined &&
+    f.by === 'trace' &&
+    f.traceId === undefined &&
+    f.customerId === undefined &&
+    edges.length === 0 &&
+    days !== undefined
+  ) {
+    // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
+    await lists.refresh('trace', f.orgId, days.from, days.to);
+    const range = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
+    const { table, marks, group } = TOP_LISTS.trace;
+    const [r] = await store.query(
+      `SELECT CAST((SELECT coalesce(sum(group_count), 0) FROM ${marks} WHERE ${range}) - ` +
+        `(SELECT count(*) - count(DISTINCT ${group}) FROM ${table} WHERE ${range}) AS BIGINT) AS n`,
+      [f.orgId, f.orgId],
+    );
+    return Number(r?.n ?? 0);
+  }
   if (store.rollups && f.by === 'trace' && f.traceId === undefined && edges.length === 0 && days !== undefined) {
     const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, d.rollup.traceMerge('min', 'customer_c'))} = ?`;
     const [r] = await store.query(

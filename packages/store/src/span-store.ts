@@ -19,10 +19,24 @@ export function chunksOf(lines: Lines): readonly Buffer[] {
   return Buffer.isBuffer(lines) ? [lines] : (lines as readonly Buffer[]);
 }
 
+/** Per-day lists of the groups of largest cost (see SpanStore.topLists). */
+export interface TopLists {
+  /** Rankings of up to this many groups can read the lists. */
+  readonly perDay: number;
+  /** Brings the lists of an org's days from `fromDay` up to `toDay` (exclusive) up to date. */
+  refresh(list: 'trace' | 'session', orgId: string, fromDay: string, toDay: string): Promise<void>;
+}
+
 export interface SpanStore {
   readonly kind: 'duckdb' | 'clickhouse';
   /** Whether the store keeps the rollups of `@trace-ingest/shared/rollups` (usage_daily, traces), which reports then read. */
   readonly rollups: boolean;
+  /**
+   * Per-day lists of the traces and sessions that can rank first in a range
+   * (DuckDB: duckdb-top-lists.ts): a ranking of at most `perDay` of them reads
+   * the lists, not every trace. ClickHouse groups its traces fast enough.
+   */
+  readonly topLists?: TopLists | undefined;
   /** Connects and applies pending migrations. */
   start(): Promise<void>;
   close(): Promise<void>;

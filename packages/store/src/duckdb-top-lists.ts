@@ -1,0 +1,111 @@
+/**
+ * Per-day lists of the groups that can rank first (DuckDB), for the
+ * groupings with about as many groups as spans: traces and sessions.
+ * Ranking a range's traces by cost otherwise groups every trace of every
+ * day in it, which grows with the traces stored (2M traces in 90 days: ~2 s).
+ *
+ * Costs are never negative, so a group with rows on one day only that ranks
+ * among the first N of a range ranks among the first N of its day: every
+ * group that costs more that day costs at least as much in the range. A
+ * list therefore keeps, per org and UTC day, that day's `perDay` costliest
+ * groups, plus every row of each group seen on more than one day (days at
+ * most TOP_LISTS_WINDOW_DAYS apart); a ranking of at most `perDay` groups
+ * reads those rows alone and is exact.
+ *
+ * A marks table holds the days whose list is current, with how many groups
+ * each has (a range's trace count without grouping its traces). A write that
+ * changes a day's rows removes that day's mark in its own transaction; a
+ * read rebuilds the unmarked days of its range first.
+ */
+import { MEASURES } from '@trace-ingest/shared/rollups';
+
+export type TopListName = 'trace' | 'session';
+
+/** One list: the rollup it is cut from, the group it ranks, its table and its marks. */
+export interface TopList {
+  source: string;
+  group: string;
+  table: string;
+  marks: string;
+}
+
+export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
+  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days' },
+  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days' },
+};
+
+/** How many groups a day's list keeps: rankings of up to this many groups read the lists. */
+export const TOP_LISTS_PER_DAY = 1000;
+/**
+ * Rows of one group on days at most this far apart are found to be one
+ * group when a day's list is built. A trace or session with a longer pause
+ * between the days of its spans is ranked by the part of its cost within
+ * each stretch.
+ */
+export const TOP_LISTS_WINDOW_DAYS = 7;
+/** Days rebuilt per transaction: bounds what one rebuild holds in memory. */
+export const TOP_LISTS_CHUNK_DAYS = 16;
+
+const DAY_TEXT = /^\d{4}-\d{2}-\d{2}$/;
+
+/** A DATE literal from a day's text (the text is the store's own, never a request's: checked all the same). */
+export function dateLiteral(day: string): string {
+  if (!DAY_TEXT.test(day)) throw new Error(`not a day: ${JSON.stringify(day)}`);
+  return `DATE '${day}'`;
+}
+
+/** A list's rows for `where`: one per org, day and group, its partial rollup rows summed. */
+function dayRowsSql(list: TopList, where: string): string {
+  const sums = MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ');
+  const keys = `org_id, start_date, ${list.group}`;
+  return `SELECT ${keys}, ${sums} FROM ${list.source} WHERE ${where} GROUP BY ${keys} HAVING sum(spans) <> 0`;
+}
+
+/**
+ * The statements, run in one transaction, that rebuild the lists of `days`
+ * (sorted, at most TOP_LISTS_CHUNK_DAYS) of one org (`org`: a SQL string
+ * literal) and mark those days current.
+ */
+export function rebuildTopListSql(list: TopList, org: string, days: readonly string[], perDay: number): string[] {
+  const first = days[0];
+  const last = days[days.length - 1];
+  if (first === undefined || last === undefined) return [];
+  const g = list.group;
+  const inDays = `start_date IN (${days.map(dateLiteral).join(', ')})`;
+  const near = `start_date BETWEEN ${dateLiteral(first)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(last)} + ${TOP_LISTS_WINDOW_DAYS}`;
+  const ofOrg = `org_id = ${org}`;
+  return [
+    `CREATE OR REPLACE TEMP TABLE ti_top_day AS ${dayRowsSql(list, `${ofOrg} AND ${inDays}`)}`,
+    // The neighbouring days' rows of the groups seen on these days: those groups have more than one day.
+    `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${near} AND NOT (${inDays}) AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
+    `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1`,
+    `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${inDays} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_top_multi)))`,
+    `INSERT INTO ${list.table} SELECT * EXCLUDE (ti_rank) FROM (SELECT *, ` +
+      `row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS ti_rank FROM ti_top_day) r ` +
+      `WHERE ti_rank <= ${Math.max(0, Math.trunc(perDay))} OR ${g} IN (SELECT ${g} FROM ti_top_multi)`,
+    `INSERT INTO ${list.table} SELECT * FROM ti_top_near`,
+    `DELETE FROM ${list.marks} WHERE ${ofOrg} AND ${inDays}`,
+    `INSERT INTO ${list.marks} SELECT ${org}, v.d, coalesce(c.n, 0) FROM (VALUES ${days.map((d) => `(${dateLiteral(d)})`).join(', ')}) v(d) ` +
+      'LEFT JOIN (SELECT start_date, count(*) AS n FROM ti_top_day GROUP BY start_date) c ON c.start_date = v.d',
+    'DROP TABLE ti_top_day',
+    'DROP TABLE ti_top_near',
+    'DROP TABLE ti_top_multi',
+  ];
+}
+
+/** Removes the marks of `orgs`' days from `lo` to `hi` (SQL date expressions) in every list: their rows changed. */
+export function unmarkSql(orgs: string, lo: string, hi: string): string[] {
+  return Object.values(TOP_LISTS).map((l) => `DELETE FROM ${l.marks} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`);
+}
+
+/** The days from `from` up to `to` (exclusive) that `marked` lacks, in order. */
+export function unmarkedDays(from: string, to: string, marked: ReadonlySet<string>): string[] {
+  dateLiteral(from);
+  dateLiteral(to);
+  const out: string[] = [];
+  for (let ms = Date.parse(`${from}T00:00:00Z`); ms < Date.parse(`${to}T00:00:00Z`); ms += 86_400_000) {
+    const day = new Date(ms).toISOString().slice(0, 10);
+    if (!marked.has(day)) out.push(day);
+  }
+  return out;
+}
