@@ -7,6 +7,7 @@
 // through the span store's own insert path (the flusher's: insertLines), and at 0 rows and at
 // each --rows checkpoint measures, on the same store:
 //   - insert (flush) cost per row: wall and CPU µs, median of the 20 inserts after the checkpoint;
+//   - the first ranking by trace and by session after the load (it rebuilds the top lists of the days the load changed);
 //   - every `usage --by` grouping over 90 days, through the running server's admin socket (what
 //     `trace-ingest usage` calls, without the CLI's ~0.3 s of start-up);
 //   - every console endpoint over 90 days, and one trace's waterfall, over HTTP;
@@ -152,10 +153,13 @@ async function main() {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     const exited = new Promise((r) => server.once('exit', r));
-    const figures = { usage: {}, console: {} };
+    const figures = { usage: {}, console: {}, firstRanking: {} };
     try {
       await waitReady(`http://127.0.0.1:${port}`, server);
       const sock = path.join(dir, 'admin.sock');
+      // The first ranking after a load also rebuilds the top lists of the days the load changed (DuckDB).
+      for (const by of ['trace', 'session'])
+        figures.firstRanking[by] = await timed(() => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }), 1);
       for (const by of GROUPS) figures.usage[by] = await timed(() => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }));
       const q = `org=bench&from=${new Date(from).toISOString().slice(0, 10)}&to=${new Date(end - DAY).toISOString().slice(0, 10)}`;
       const get = async (p) => {
@@ -229,6 +233,7 @@ function print(kind, results) {
   const lines = [
     ['flush wall µs/row', ...results.map((r) => r.flushWallUs.toFixed(0))],
     ['flush CPU µs/row', ...results.map((r) => r.flushCpuUs.toFixed(0))],
+    ...['trace', 'session'].map((g) => [`first --by ${g} after load`, ...results.map((r) => ms(r.firstRanking?.[g]))]),
     ...GROUPS.map((g) => [`usage --by ${g}`, ...results.map((r) => ms(r.usage?.[g]))]),
     ...['overview', 'customers', 'models', 'traces', 'one trace'].map((p) => [`console ${p}`, ...results.map((r) => ms(r.console?.[p]))]),
     ['reprice 30 days', ...results.map((r) => (r.reprice ? `${(r.reprice.ms / 1000).toFixed(1)} s` : '–'))],

@@ -122,6 +122,8 @@ export class DuckDbSpanStore implements SpanStore {
   private seq = 0;
   /** UTC days whose rollup rows were written since the last compaction. */
   private readonly touched = new Set<string>();
+  /** Days that may hold a top list mark (see unmark). */
+  private readonly markedDays = new Set<string>();
   /** Partial rollup rows written since the last compaction. */
   private deltaRows = 0;
   private readonly compactRows: number;
@@ -167,7 +169,10 @@ export class DuckDbSpanStore implements SpanStore {
       await this.writer.run(`USE ${CATALOG}`);
       await this.reader.run(`USE ${CATALOG}`);
       await applyDuckDbMigrations(this.writer, this.opts.logger, this.opts.migrationsDir);
+      this.instance = instance;
+      await this.loadMarkedDays();
     } catch (e) {
+      this.instance = undefined;
       instance.closeSync();
       throw e;
     }
@@ -329,7 +334,7 @@ export class DuckDbSpanStore implements SpanStore {
           );
           for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored, r)}`);
           await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
-          await this.unmark('ti_costs', dateLiteral(dayOf(Number(r?.lo))), dateLiteral(dayOf(Number(r?.hi))));
+          await this.unmark('ti_costs', dayOf(Number(r?.lo)), dayOf(Number(r?.hi)));
         }),
       COST_CHANGE_COLUMNS,
     );
@@ -389,17 +394,32 @@ export class DuckDbSpanStore implements SpanStore {
       );
       for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
       this.touch(dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
-      await this.unmark('ti_batch', `${dateLiteral(range.dayLo)} - ${TRACE_WINDOW_DAYS}`, `${dateLiteral(range.dayHi)} + ${TRACE_WINDOW_DAYS}`);
+      await this.unmark('ti_batch', dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
     }
     await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
     for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     this.touch(range.dayLo, range.dayHi);
-    await this.unmark('ti_batch', dateLiteral(range.dayLo), dateLiteral(range.dayHi));
+    await this.unmark('ti_batch', range.dayLo, range.dayHi);
   }
 
-  /** The top lists of the days from `lo` to `hi` of the orgs in `source` are out of date (in the write's transaction). */
+  /**
+   * The top lists of the days from `lo` to `hi` of the orgs in `source` are
+   * out of date (in the write's transaction). Skipped when none of those days
+   * was ever marked: an ingest nobody reads meanwhile pays nothing for it.
+   */
   private async unmark(source: string, lo: string, hi: string): Promise<void> {
-    for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, lo, hi)) await this.run(sql);
+    let marked = false;
+    for (let ms = dayStartMs(lo); ms <= dayStartMs(hi) && !marked; ms += DAY_MS) marked = this.markedDays.has(dayOf(ms));
+    if (!marked) return;
+    for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi))) await this.run(sql);
+  }
+
+  /** The days a top list mark may exist for (any org, any list): read at start, added to before a mark is written. */
+  private async loadMarkedDays(): Promise<void> {
+    const sql = Object.values(TOP_LISTS)
+      .map((l) => `SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${l.marks}`)
+      .join(' UNION ');
+    for (const r of await this.rows(sql)) this.markedDays.add(String(r.d));
   }
 
   /**
@@ -415,8 +435,9 @@ export class DuckDbSpanStore implements SpanStore {
       const marked = await this.rows(`SELECT CAST(start_date AS VARCHAR) AS d FROM ${list.marks} WHERE ${range}`);
       return unmarkedDays(fromDay, toDay, new Set(marked.map((r) => String(r.d))));
     };
-    // A read that finds its days current takes nothing from the writer.
-    if ((await missing()).length === 0) return;
+    // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
+    const current = await this.query(`SELECT count(*) AS n FROM ${list.marks} WHERE ${range}`);
+    if (unmarkedDays(fromDay, toDay, new Set()).length === Number(current[0]?.n ?? 0)) return;
     for (;;) {
       const done = await this.exclusive(async () => {
         await this.checkFile();
@@ -427,11 +448,13 @@ export class DuckDbSpanStore implements SpanStore {
           );
           const [lo, hi] = [String(b?.lo ?? '9999-12-31'), String(b?.hi ?? '0000-01-01')];
           const empty = days.filter((day) => day < lo || day > hi);
+          for (const day of empty) this.markedDays.add(day);
           if (empty.length > 0)
             await this.run(`INSERT INTO ${list.marks} SELECT ${org}, d, 0 FROM (VALUES ${empty.map((day) => `(${dateLiteral(day)})`).join(', ')}) v(d)`);
           days = days.filter((day) => day >= lo && day <= hi);
         }
         const chunk = days.slice(0, TOP_LISTS_CHUNK_DAYS);
+        for (const day of chunk) this.markedDays.add(day);
         await this.transaction(async () => {
           for (const sql of rebuildTopListSql(list, org, chunk, this.topLists.perDay)) await this.run(sql);
         });
