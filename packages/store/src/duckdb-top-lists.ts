@@ -10,7 +10,8 @@
  * list therefore keeps, per org and UTC day, that day's `perDay` costliest
  * groups, plus every row of each group seen on more than one day (days at
  * most TOP_LISTS_WINDOW_DAYS apart); a ranking of at most `perDay` groups
- * reads those rows alone and is exact.
+ * reads those rows alone and is exact. Each row keeps its rank in its day, so
+ * a ranking of N reads only the first N of each day (and the multi-day rows).
  *
  * A marks table holds the days whose list is current, with how many groups
  * each has (a range's trace count without grouping its traces). A write that
@@ -80,10 +81,9 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
     `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${near} AND NOT (${inDays}) AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
     `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1`,
     `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${inDays} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_top_multi)))`,
-    `INSERT INTO ${list.table} SELECT * EXCLUDE (ti_rank) FROM (SELECT *, ` +
-      `row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS ti_rank FROM ti_top_day) r ` +
-      `WHERE ti_rank <= ${Math.max(0, Math.trunc(perDay))} OR ${g} IN (SELECT ${g} FROM ti_top_multi)`,
-    `INSERT INTO ${list.table} SELECT * FROM ti_top_near`,
+    `INSERT INTO ${list.table} SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS day_rank, ` +
+      `${g} IN (SELECT ${g} FROM ti_top_multi) AS multi FROM ti_top_day) r WHERE day_rank <= ${Math.max(0, Math.trunc(perDay))} OR multi`,
+    `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_top_near`,
     `DELETE FROM ${list.marks} WHERE ${ofOrg} AND ${inDays}`,
     `INSERT INTO ${list.marks} SELECT ${org}, v.d, coalesce(c.n, 0) FROM (VALUES ${days.map((d) => `(${dateLiteral(d)})`).join(', ')}) v(d) ` +
       'LEFT JOIN (SELECT start_date, count(*) AS n FROM ti_top_day GROUP BY start_date) c ON c.start_date = v.d',

@@ -381,7 +381,7 @@ async function fromTopList(
   const { table, group } = TOP_LISTS[name];
   const sql =
     `SELECT ${group} AS grp, ${sumsSql()} FROM ${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-    `AND start_date < ${d.dateLiteral(days.to)} GROUP BY ${group} HAVING sum(spans) <> 0 ` +
+    `AND start_date < ${d.dateLiteral(days.to)} AND (day_rank <= ${Math.max(0, Math.trunc(f.limit))} OR multi) GROUP BY ${group} HAVING sum(spans) <> 0 ` +
     `ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
   return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
 }
