@@ -86,6 +86,7 @@ async function main() {
   const { ClickHouseSpanStore } = await import(path.join(root, 'packages/store/dist/clickhouse.js'));
   const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
   const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
+  const { adoptionsInForce } = await import(path.join(root, 'packages/store/dist/pricing.js'));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-growth-'));
   const run = `growth_${Date.now()}`;
   const env = { DATA_DIR: dir, LOG_LEVEL: 'warn' };
@@ -94,7 +95,8 @@ async function main() {
   cli(env, 'orgs', 'create', 'bench');
   const orgId = JSON.parse(cli(env, 'orgs', 'list', '--json')).find((x) => x.name === 'bench').id;
   const { token } = JSON.parse(cli(env, 'console', 'token', 'create', '--org', 'bench', '--json'));
-  const engine = await PriceEngine.create();
+  // Priced as the server prices (the release's adopted prices included), so the reprice measured changes nothing.
+  const engine = await PriceEngine.create({ adoptions: adoptionsInForce([]) });
   const price = (span) => engine.price(span, orgId);
   const openStore = async () => {
     const s =
