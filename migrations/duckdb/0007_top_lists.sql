@@ -2,7 +2,8 @@
 -- (packages/store/src/duckdb-top-lists.ts): each day's costliest groups and
 -- every group seen on more than one day (multi), with that day's measures
 -- and rank among the day's groups (NULL on rows added as another day's
--- neighbour). Ranking
+-- neighbour); a trace's row also keeps its name and customer candidates, so
+-- the console labels the traces it lists from these rows. Ranking
 -- the traces of 90 days reads these rows, not every trace of those days.
 -- The *_top_days tables mark the days whose list is current (with how many
 -- groups each day has); a write removes the marks of the days it changes
@@ -10,7 +11,7 @@
 CREATE TABLE IF NOT EXISTS trace_tops AS SELECT org_id, start_date, trace_id,
   spans, unpriced, input_tokens, cached_input_tokens, cache_write_input_tokens, output_tokens, reasoning_tokens, total_tokens, image_count, web_search_count, request_count,
   input_cost, output_cost, reasoning_cost, cached_input_cost, cache_write_input_cost, image_cost, web_search_cost, request_cost, total_cost,
-  CAST(NULL AS BIGINT) AS day_rank, CAST(NULL AS BOOLEAN) AS multi
+  name_c, customer_c, CAST(NULL AS BIGINT) AS day_rank, CAST(NULL AS BOOLEAN) AS multi
 FROM traces LIMIT 0;
 CREATE TABLE IF NOT EXISTS session_tops AS SELECT org_id, start_date, session_id,
   spans, unpriced, input_tokens, cached_input_tokens, cache_write_input_tokens, output_tokens, reasoning_tokens, total_tokens, image_count, web_search_count, request_count,

@@ -28,11 +28,13 @@ export interface TopList {
   group: string;
   table: string;
   marks: string;
+  /** Columns of the source kept beside the measures (each the min of the day's rows): a trace's name and customer candidates. */
+  extras: readonly string[];
 }
 
 export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
-  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days' },
-  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days' },
+  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days', extras: ['name_c', 'customer_c'] },
+  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days', extras: [] },
 };
 
 /** How many groups a day's list keeps: rankings of up to this many groups read the lists. */
@@ -58,8 +60,9 @@ export function dateLiteral(day: string): string {
 /** A list's rows for `where`: one per org, day and group, its partial rollup rows summed. */
 function dayRowsSql(list: TopList, where: string): string {
   const sums = MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ');
+  const extras = list.extras.map((e) => `, min(${e}) AS ${e}`).join('');
   const keys = `org_id, start_date, ${list.group}`;
-  return `SELECT ${keys}, ${sums} FROM ${list.source} WHERE ${where} GROUP BY ${keys} HAVING sum(spans) <> 0`;
+  return `SELECT ${keys}, ${sums}${extras} FROM ${list.source} WHERE ${where} GROUP BY ${keys} HAVING sum(spans) <> 0`;
 }
 
 /**

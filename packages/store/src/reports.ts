@@ -482,13 +482,23 @@ export async function groupLabels(
     const out: Record<string, { name: string; customer?: string }> = {};
     if (f.by === 'trace') {
       const value = (c: string) => candidateValueSql(d.rollup, d.rollup.traceMerge('min', c));
-      const rows = await store.query(
-        `SELECT trace_id AS g, ${value('name_c')} AS name, ${value('customer_c')} AS customer FROM traces WHERE org_id = ? ` +
-          `AND start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)} ` +
-          `AND trace_id IN (${marks}) GROUP BY trace_id`,
-        [f.orgId, ...f.groups],
-      );
-      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
+      const days = `start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)}`;
+      const read = async (table: string, groups: readonly string[]) => {
+        const rows = await store.query(
+          `SELECT trace_id AS g, ${value('name_c')} AS name, ${value('customer_c')} AS customer FROM ${table} WHERE org_id = ? AND ${days} ` +
+            `AND trace_id IN (${groups.map(() => '?').join(', ')}) GROUP BY trace_id`,
+          [f.orgId, ...groups],
+        );
+        for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
+      };
+      const lists = store.topLists;
+      if (lists !== undefined) {
+        // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
+        await lists.refresh('trace', f.orgId, dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY));
+        await read(TOP_LISTS.trace.table, f.groups);
+      }
+      const rest = f.groups.filter((g) => out[g] === undefined);
+      if (rest.length > 0) await read('traces', rest);
     } else {
       const rows = await store.query(
         `SELECT customer_id AS g, max(customer_name) AS name FROM customers_daily WHERE org_id = ? AND start_date >= ${d.dateLiteral(lo)} ` +

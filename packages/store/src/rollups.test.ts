@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buf, expectRollupsEqualScan, firstPrices, pricer, scanning, traffic } from '../../../test/rollup-traffic.js';
 import { DuckDbSpanStore } from './duckdb.js';
-import { countGroups, reprice, usageReport } from './reports.js';
+import { countGroups, groupLabels, reprice, usageReport } from './reports.js';
 
 const DAY = 86_400_000;
 
@@ -100,6 +100,13 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
           // Sessions against the rollup read without lists: sessions_daily keeps the costs of expired rows, which a scan no longer sees.
           expect(await usageReport(store, u), `${when}: sessions ${JSON.stringify(range)} limit ${limit}`).toEqual(await usageReport(withoutLists, u));
         }
+        // The console's labels of the traces it lists (read from the lists), and of traces the lists do not hold.
+        const listed = (await usageReport(scan, { ...f, limit: 3 })).map((r) => r.group);
+        const groups = [...listed, 'trace-1', 'trace-30', 'no-such-trace'];
+        // Against the traces table (labels take the whole days around the range, which a scan of the range does not).
+        const labels = await groupLabels(store, { ...f, groups });
+        expect(labels, `${when}: labels ${JSON.stringify(range)}`).toEqual(await groupLabels(withoutLists, { ...f, groups }));
+        for (const g of listed) expect(labels[g], `${when}: label of ${g}`).toEqual((await groupLabels(scan, { ...f, groups: [g] }))[g]);
         expect(await countGroups(store, f), `${when}: count ${JSON.stringify(range)}`).toBe(await countGroups(scan, f));
       }
     };
