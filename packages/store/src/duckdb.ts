@@ -335,6 +335,7 @@ export class DuckDbSpanStore implements SpanStore {
           for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored, r)}`);
           await this.bump(`INSERT INTO traces ${traceDeltaSql(DUCKDB_ROLLUP, 'spans', 1, stored)}`);
           await this.unmark('ti_costs', dayOf(Number(r?.lo)), dayOf(Number(r?.hi)));
+          for (const c of changes) this.touched.add(dayOf(c.start_time));
         }),
       COST_CHANGE_COLUMNS,
     );
@@ -393,12 +394,14 @@ export class DuckDbSpanStore implements SpanStore {
         `UPDATE spans SET ${set} FROM ti_resolved r WHERE spans.${window} AND r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id`,
       );
       for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
-      this.touch(dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
+      for (const r of await this.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM spans WHERE ${window} AND ${moved}`))
+        this.touched.add(String(r.d));
       await this.unmark('ti_batch', dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
     }
     await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
     for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
-    this.touch(range.dayLo, range.dayHi);
+    // The days of the batch's spans, not every day between its first and last: start times are the client's and can be centuries apart.
+    for (const r of await this.rows('SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ti_batch')) this.touched.add(String(r.d));
     await this.unmark('ti_batch', range.dayLo, range.dayHi);
   }
 
@@ -408,8 +411,9 @@ export class DuckDbSpanStore implements SpanStore {
    * was ever marked: an ingest nobody reads meanwhile pays nothing for it.
    */
   private async unmark(source: string, lo: string, hi: string): Promise<void> {
+    // The marked days, not the range's: a batch can span centuries (start times are the client's).
     let marked = false;
-    for (let ms = dayStartMs(lo); ms <= dayStartMs(hi) && !marked; ms += DAY_MS) marked = this.markedDays.has(dayOf(ms));
+    for (const day of this.markedDays) if (day >= lo && day <= hi) marked = true;
     if (!marked) return;
     for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi))) await this.run(sql);
   }
@@ -467,10 +471,6 @@ export class DuckDbSpanStore implements SpanStore {
   /** Runs an insert into a rollup and counts its rows toward the next compaction. */
   private async bump(sql: string): Promise<void> {
     this.deltaRows += await this.run(sql);
-  }
-
-  private touch(dayLo: string, dayHi: string): void {
-    for (let ms = dayStartMs(dayLo); ms <= dayStartMs(dayHi); ms += DAY_MS) this.touched.add(dayOf(ms));
   }
 
   /**
