@@ -11,7 +11,20 @@ export interface CliContext {
   close(): Promise<void>;
 }
 
-export function createContext(config: Config): CliContext {
+/** DuckDB's memory limit in a CLI command when DUCKDB_MEMORY_LIMIT is unset. */
+export const CLI_DUCKDB_MEMORY = '256MiB';
+/**
+ * reprice reads a range's rows once, in order: DuckDB's cache of them is never read again. A smaller
+ * pool keeps the command's peak under 500 MB (a month of a 10M-row store: 590 -> 463 MiB) in the same time.
+ */
+export const REPRICE_DUCKDB_MEMORY = '128MiB';
+
+/** What a command may ask of the stores it opens; the environment's settings win. */
+export interface ContextDefaults {
+  duckdbMemoryLimit?: string;
+}
+
+export function createContext(config: Config, defaults: ContextDefaults = {}): CliContext {
   let keys: ControlStore | undefined;
   let spans: SpanStore | undefined;
   const opts = {
@@ -20,7 +33,7 @@ export function createContext(config: Config): CliContext {
     databaseUrl: config.DATABASE_URL,
     clickhouseUrl: config.CLICKHOUSE_URL,
     // A command reads rollups or streams: it needs little of DuckDB's cache, and must not take 80% of RAM beside a server.
-    duckdbMemoryLimit: config.DUCKDB_MEMORY_LIMIT ?? '256MiB',
+    duckdbMemoryLimit: config.DUCKDB_MEMORY_LIMIT ?? defaults.duckdbMemoryLimit ?? CLI_DUCKDB_MEMORY,
   };
   return {
     config,

@@ -12,7 +12,7 @@ import { registerOrgs } from './commands/orgs.js';
 import { registerPlans } from './commands/plans.js';
 import { registerPrices } from './commands/prices.js';
 import { registerReports } from './commands/reports.js';
-import { createContext, type CliContext } from './context.js';
+import { createContext, type CliContext, type ContextDefaults } from './context.js';
 import { failureLine } from './hints.js';
 import { printJson, stdio, type Output } from './output.js';
 import type { Runner } from './runner.js';
@@ -20,17 +20,17 @@ import type { Runner } from './runner.js';
 export interface ProgramDeps {
   env: Record<string, string | undefined>;
   out?: Output;
-  /** Builds the context; tests may pass their own. */
-  context?: () => CliContext;
+  /** Builds the context (with what the command asks of it); tests may pass their own. */
+  context?: (defaults?: ContextDefaults) => CliContext;
 }
 
 /** The `trace-ingest` command tree. Reads the same environment variables as the server. */
 export function buildProgram(deps: ProgramDeps): Command {
   const out = deps.out ?? stdio;
-  const run: Runner = async (fn) => {
+  const run: Runner = async (fn, defaults) => {
     let ctx: CliContext | undefined;
     try {
-      ctx = deps.context?.() ?? createContext(loadConfig(deps.env));
+      ctx = deps.context?.(defaults) ?? createContext(loadConfig(deps.env), defaults);
       await fn(ctx, out);
     } catch (e) {
       out.err(failureLine(e));

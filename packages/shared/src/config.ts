@@ -58,7 +58,7 @@ export const ConfigSchema = z.object({
   MAX_CONCURRENT_BODIES: int(4, 1),
   /** Threads of the embedded DuckDB span store. One leaves the other cores to the request path (and costs ~20% less CPU per row than two). */
   DUCKDB_THREADS: int(1, 1),
-  /** DuckDB's memory_limit, e.g. `512MB` (default: 1GiB in the server, 256MiB in a CLI command). */
+  /** DuckDB's memory_limit, e.g. `512MB` (default: 1GiB in the server, 256MiB in a CLI command, 128MiB in reprice). */
   DUCKDB_MEMORY_LIMIT: z
     .string()
     .trim()

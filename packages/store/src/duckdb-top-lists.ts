@@ -19,8 +19,9 @@
  * read rebuilds the unmarked days of its range first.
  */
 import { MEASURES } from '@trace-ingest/shared/rollups';
+import type { TopListName } from './span-store.js';
 
-export type TopListName = 'trace' | 'session';
+export type { TopListName };
 
 /** One list: the rollup it is cut from, the group it ranks, its table and its marks. */
 export interface TopList {
@@ -99,6 +100,13 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
 /** Removes the marks of `orgs`' days from `lo` to `hi` (SQL date expressions) in every list: their rows changed. */
 export function unmarkSql(orgs: string, lo: string, hi: string): string[] {
   return Object.values(TOP_LISTS).map((l) => `DELETE FROM ${l.marks} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`);
+}
+
+/** How many days there are from `from` up to `to` (exclusive). */
+export function daysBetween(from: string, to: string): number {
+  dateLiteral(from);
+  dateLiteral(to);
+  return Math.max(0, Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000));
 }
 
 /** The days from `from` up to `to` (exclusive) that `marked` lacks, in order. */

@@ -28,6 +28,7 @@ import {
 import { applyDuckDbMigrations, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import {
   dateLiteral,
+  daysBetween,
   rebuildTopListSql,
   TOP_LISTS,
   TOP_LISTS_CHUNK_DAYS,
@@ -394,15 +395,19 @@ export class DuckDbSpanStore implements SpanStore {
         `UPDATE spans SET ${set} FROM ti_resolved r WHERE spans.${window} AND r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id`,
       );
       for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
-      for (const r of await this.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM spans WHERE ${window} AND ${moved}`))
-        this.touched.add(String(r.d));
+      for (const day of await this.daysOf(`spans WHERE ${window} AND ${moved}`)) this.touched.add(day);
       await this.unmark('ti_batch', dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
     }
     await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
     for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     // The days of the batch's spans, not every day between its first and last: start times are the client's and can be centuries apart.
-    for (const r of await this.rows('SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ti_batch')) this.touched.add(String(r.d));
+    for (const day of await this.daysOf('ti_batch')) this.touched.add(day);
     await this.unmark('ti_batch', range.dayLo, range.dayHi);
+  }
+
+  /** The distinct UTC days (as text) of the rows of `from` (a table, or a table with its WHERE clause). */
+  private async daysOf(from: string): Promise<string[]> {
+    return (await this.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${from}`)).map((r) => String(r.d));
   }
 
   /**
@@ -413,17 +418,18 @@ export class DuckDbSpanStore implements SpanStore {
   private async unmark(source: string, lo: string, hi: string): Promise<void> {
     // The marked days, not the range's: a batch can span centuries (start times are the client's).
     let marked = false;
-    for (const day of this.markedDays) if (day >= lo && day <= hi) marked = true;
+    for (const day of this.markedDays)
+      if (day >= lo && day <= hi) {
+        marked = true;
+        break;
+      }
     if (!marked) return;
     for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi))) await this.run(sql);
   }
 
   /** The days a top list mark may exist for (any org, any list): read at start, added to before a mark is written. */
   private async loadMarkedDays(): Promise<void> {
-    const sql = Object.values(TOP_LISTS)
-      .map((l) => `SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${l.marks}`)
-      .join(' UNION ');
-    for (const r of await this.rows(sql)) this.markedDays.add(String(r.d));
+    for (const l of Object.values(TOP_LISTS)) for (const day of await this.daysOf(l.marks)) this.markedDays.add(day);
   }
 
   /**
@@ -441,7 +447,7 @@ export class DuckDbSpanStore implements SpanStore {
     };
     // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
     const current = await this.query(`SELECT count(*) AS n FROM ${list.marks} WHERE ${range}`);
-    if (unmarkedDays(fromDay, toDay, new Set()).length === Number(current[0]?.n ?? 0)) return;
+    if (daysBetween(fromDay, toDay) === Number(current[0]?.n ?? 0)) return;
     for (;;) {
       const done = await this.exclusive(async () => {
         await this.checkFile();
@@ -635,7 +641,7 @@ export class DuckDbSpanStore implements SpanStore {
       );
       const counts = { spans: Number(c?.spans ?? 0), traces: Number(c?.traces ?? 0), rollupRows: Number(c?.rollup_rows ?? 0) };
       if (dryRun || counts.spans + counts.rollupRows === 0) return counts;
-      const days = (await this.rows('SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ti_erase')).map((r) => String(r.d));
+      const days = await this.daysOf('ti_erase');
       await this.transaction(async () => {
         // The days whose top lists change: those of the spans, and of every rollup row that names the id.
         await this.run(

@@ -4,7 +4,7 @@ import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
 import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
 import type { CostChange, QueryRow, SpanStore } from './span-store.js';
-import { TOP_LISTS, type TopListName } from './duckdb-top-lists.js';
+import { dateLiteral, TOP_LISTS, type TopListName } from './duckdb-top-lists.js';
 
 /**
  * Cost and usage reports over the span store, one row per span counted (the
@@ -99,7 +99,7 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         pack: (es) => `concat_ws(',', ${es.map((e) => `coalesce(CAST(${e} AS VARCHAR), '0')`).join(', ')})`,
         unpricedCondition: "NOT priced AND model_id <> ''",
         unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)",
-        dateLiteral: (day) => `DATE '${day}'`,
+        dateLiteral,
         addDays: (e, n) => `(${e} + ${n})`,
         sumIf: (c, cond) => `sum(${c}) FILTER (WHERE ${cond})`,
         countIf: (cond) => `count(*) FILTER (WHERE ${cond})`,
@@ -379,10 +379,11 @@ async function fromTopList(
   await lists.refresh(name, f.orgId, days.from, days.to);
   const d = reportDialect(store.kind);
   const { table, group } = TOP_LISTS[name];
+  const limit = Math.max(0, Math.trunc(f.limit));
   const sql =
     `SELECT ${group} AS grp, ${sumsSql()} FROM ${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-    `AND start_date < ${d.dateLiteral(days.to)} AND (day_rank <= ${Math.max(0, Math.trunc(f.limit))} OR multi) GROUP BY ${group} HAVING sum(spans) <> 0 ` +
-    `ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
+    `AND start_date < ${d.dateLiteral(days.to)} AND (day_rank <= ${limit} OR multi) GROUP BY ${group} HAVING sum(spans) <> 0 ` +
+    `ORDER BY sum(total_cost) DESC, grp LIMIT ${limit}`;
   return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
 }
 

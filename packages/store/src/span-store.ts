@@ -19,12 +19,15 @@ export function chunksOf(lines: Lines): readonly Buffer[] {
   return Buffer.isBuffer(lines) ? [lines] : (lines as readonly Buffer[]);
 }
 
+/** The groupings with per-day top lists: those with about as many groups as spans. */
+export type TopListName = 'trace' | 'session';
+
 /** Per-day lists of the groups of largest cost (see SpanStore.topLists). */
 export interface TopLists {
   /** Rankings of up to this many groups can read the lists. */
   readonly perDay: number;
   /** Brings the lists of an org's days from `fromDay` up to `toDay` (exclusive) up to date. */
-  refresh(list: 'trace' | 'session', orgId: string, fromDay: string, toDay: string): Promise<void>;
+  refresh(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void>;
 }
 
 export interface SpanStore {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
-import { createContext, type CliContext } from '../context.js';
+import { createContext, REPRICE_DUCKDB_MEMORY, type CliContext, type ContextDefaults } from '../context.js';
 import { runCli } from '../program.js';
 import type { Output } from '../output.js';
 import { createKey, listKeys, revokeKey } from './keys.js';
@@ -118,6 +118,34 @@ describe('trace-ingest command line', () => {
     const r = await run(['keys', 'revoke', 'ti_same_pref']);
     expect(r.code).toBe(1);
     expect(r.stderr).toEqual(['trace-ingest: prefix "ti_same_pref" matches 2 keys; revoke by id instead']);
+  });
+});
+
+describe('DuckDB memory in a CLI command', () => {
+  const memoryLimit = async (ctx: CliContext) => String((await (await ctx.spans()).query("SELECT current_setting('memory_limit') AS m"))[0]?.m);
+
+  it('reprice opens the span store with a smaller cache; DUCKDB_MEMORY_LIMIT wins over it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-mem-'));
+    const asked: (ContextDefaults | undefined)[] = [];
+    const limits: string[] = [];
+    const context = (env: Record<string, string>) => (defaults?: ContextDefaults) => {
+      asked.push(defaults);
+      const ctx = createContext(loadConfig({ DATA_DIR: dir, ...env }), defaults);
+      // The limit the command's store runs with, read before the command closes it.
+      return { ...ctx, close: async () => (limits.push(await memoryLimit(ctx)), ctx.close()) };
+    };
+    try {
+      const out = capture();
+      expect(await runCli(['orgs', 'create', 'acme'], { env: {}, out, context: context({}) })).toBe(0);
+      for (const env of [{}, { DUCKDB_MEMORY_LIMIT: '300MiB' }])
+        expect(await runCli(['reprice', '--org', 'acme', '--from', '2026-01-01', '--to', '2026-01-02'], { env: {}, out, context: context(env) })).toBe(0);
+      expect(out.stderr).toEqual([]);
+      expect(asked).toEqual([undefined, { duckdbMemoryLimit: REPRICE_DUCKDB_MEMORY }, { duckdbMemoryLimit: REPRICE_DUCKDB_MEMORY }]);
+      expect(limits).toEqual(['256.0 MiB', '128.0 MiB', '300.0 MiB']);
+    } finally {
+      process.exitCode = 0;
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -5,6 +5,7 @@ import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS } from '@trace-ingest/store/reports';
 import { exportSpans } from '../actions/export.js';
 import { repriceSpans, sql, usageInWindow, whereSpansAre } from '../actions/usage.js';
+import { REPRICE_DUCKDB_MEMORY } from '../context.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
 import { printJson, printTable, progressBar, type Output } from '../output.js';
@@ -153,14 +154,17 @@ export function registerReports(program: Command, run: Runner): void {
     .option('--model <model>', 'only spans of this model')
     .option('--json', 'print JSON')
     .action((o: { org: string; from: string; to?: string; model?: string; json?: boolean }) =>
-      run(async (ctx, out) => {
-        const r = await repriceSpans(ctx, o);
-        if (o.json === true) printJson(out, r);
-        else
-          out.out(
-            `repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ` +
-              `${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`,
-          );
-      }),
+      run(
+        async (ctx, out) => {
+          const r = await repriceSpans(ctx, o);
+          if (o.json === true) printJson(out, r);
+          else
+            out.out(
+              `repriced ${r.rowsChanged} of ${r.rowsScanned} spans (${r.newlyPriced} newly priced): ` +
+                `${r.costBefore} → ${r.costAfter} USD (difference ${r.costDifference})`,
+            );
+        },
+        { duckdbMemoryLimit: REPRICE_DUCKDB_MEMORY },
+      ),
     );
 }
