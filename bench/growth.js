@@ -152,25 +152,36 @@ async function main() {
     const consolePort = await freePort();
     const server = spawn(process.execPath, [SERVER], {
       env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CONSOLE_PORT: String(consolePort), DRAIN_GRACE_MS: '0' },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', fs.openSync(path.join(dir, `server-${stored}.log`), 'a'), 'inherit'],
     });
     const exited = new Promise((r) => server.once('exit', r));
-    const figures = { usage: {}, console: {}, firstRanking: {} };
+    const figures = { usage: {}, console: {}, firstRanking: {}, errors: [] };
+    // A read that fails is reported and the run goes on (the server's log is kept beside the store).
+    const timedOr = async (what, fn, runs) => {
+      try {
+        return await timed(fn, runs);
+      } catch (e) {
+        figures.errors.push(`${what}: ${e.message}`);
+        console.error(`  growth: ${what} failed: ${e.message}`);
+        return NaN;
+      }
+    };
     try {
       await waitReady(`http://127.0.0.1:${port}`, server);
       const sock = path.join(dir, 'admin.sock');
       // The first ranking after a load also rebuilds the top lists of the days the load changed (DuckDB).
       for (const by of ['trace', 'session'])
-        figures.firstRanking[by] = await timed(() => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }), 1);
-      for (const by of GROUPS) figures.usage[by] = await timed(() => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }));
+        figures.firstRanking[by] = await timedOr(`first --by ${by}`, () => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }), 1);
+      for (const by of GROUPS) figures.usage[by] = await timedOr(`--by ${by}`, () => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }));
       const q = `org=bench&from=${new Date(from).toISOString().slice(0, 10)}&to=${new Date(end - DAY).toISOString().slice(0, 10)}`;
       const get = async (p) => {
         const res = await fetch(`http://127.0.0.1:${consolePort}/console/api/${p}`, { headers: { authorization: `Bearer ${token}` } });
         if (!res.ok) throw new Error(`console ${p}: ${res.status} ${(await res.text()).slice(0, 300)}`);
         return res.json();
       };
-      for (const page of ['overview', 'customers', 'models', 'traces']) figures.console[page] = await timed(() => get(`${page}?${q}`));
-      if (sampleTrace !== '') figures.console['one trace'] = await timed(() => get(`traces/${encodeURIComponent(sampleTrace)}?org=bench`));
+      for (const page of ['overview', 'customers', 'models', 'traces']) figures.console[page] = await timedOr(`console ${page}`, () => get(`${page}?${q}`));
+      if (sampleTrace !== '')
+        figures.console['one trace'] = await timedOr('console one trace', () => get(`traces/${encodeURIComponent(sampleTrace)}?org=bench`));
       figures.serverRss = memoryOf(server.pid)?.rss ?? NaN;
     } finally {
       server.kill('SIGTERM');
@@ -248,6 +259,7 @@ function print(kind, results) {
   const fmtLine = (l) => l.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join('  ');
   console.log(fmtLine(head));
   for (const l of lines) console.log(fmtLine(l));
+  for (const r of results) for (const e of r.errors ?? []) console.log(`failed at ${r.rows} rows: ${e}`);
 }
 
 await main();
