@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
+import express from 'express';
 import { pino } from 'pino';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import {
@@ -16,7 +17,7 @@ import { DEFAULT_OTLP_MAPPING } from '@trace-ingest/shared/otlp-genai';
 import { UNPRICED } from '@trace-ingest/shared/rows';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
-import { createApp, type AppDeps } from './app.js';
+import { createApp, errorMiddleware, type AppDeps } from './app.js';
 import { presentedKey } from './auth.js';
 import { BodySlots } from './body.js';
 import { Metrics } from './metrics.js';
@@ -247,6 +248,25 @@ describe('POST /ingest in process', () => {
     expect(logged.join('')).toContain('disk on fire');
     expect(logged.join('')).not.toContain(KEY);
     expect(h.counted).toEqual([]);
+  });
+});
+
+describe('the error middleware', () => {
+  it("answers a failed read as the request's failure, not a batch's", async () => {
+    const app = express();
+    app.get('/v1/usage', () => {
+      throw new Error('ClickHouse went away at /secret/path');
+    });
+    app.use(errorMiddleware(pino({ level: 'silent' }), new Metrics()));
+    const server = app.listen(0, '127.0.0.1');
+    onTestFinished(() => void server.close());
+    await new Promise((r) => server.once('listening', r));
+    const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/usage`);
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({
+      error: "internal error; the request failed in the server, retry it (the server's log has the cause)",
+      code: 'TI_ERR_INTERNAL',
+    });
   });
 });
 

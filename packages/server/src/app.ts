@@ -144,7 +144,7 @@ function noteError(e: TiError, err: unknown, req: Request, res: Response, logger
   res.locals.errorCode = e.code;
   if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
   if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
-  if (req.path === '/ingest' || req.path === OTLP_TRACES_PATH) {
+  if (isIngestRoute(req)) {
     metrics.requests.inc({ status: String(e.httpCode), code: e.code });
     metrics.batchesRejected.inc({ reason: refusalReason(e.code) });
   }
@@ -159,7 +159,7 @@ export function errorMiddleware(logger: Logger, metrics: Metrics) {
       next(err);
       return;
     }
-    const e = toTiError(err);
+    const e = toTiError(err, req);
     noteError(e, err, req, res, logger, metrics);
     res.set(e.headers).status(e.httpCode).json(e.toBody());
   };
@@ -176,7 +176,7 @@ export function otlpErrorMiddleware(logger: Logger, metrics: Metrics, codec: Otl
       next(err);
       return;
     }
-    const e = toTiError(err);
+    const e = toTiError(err, req);
     noteError(e, err, req, res, logger, metrics);
     const format = requestFormat(req.headers['content-type']) ?? 'json';
     const { http, grpc } = otlpAnswer(e);
@@ -188,11 +188,13 @@ export function otlpErrorMiddleware(logger: Logger, metrics: Metrics, codec: Otl
   };
 }
 
-function toTiError(err: unknown): TiError {
+function toTiError(err: unknown, req: Request): TiError {
   if (err instanceof TiError) return err;
   const status = (err as { status?: unknown; statusCode?: unknown }).status ?? (err as { statusCode?: unknown }).statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return new BadRequestError('TI_ERR_BAD_REQUEST', err instanceof Error ? err.message : 'bad request');
   }
-  return new InternalError(err);
+  return new InternalError(err, isIngestRoute(req) ? 'batch' : 'request');
 }
+
+const isIngestRoute = (req: Request): boolean => req.path === '/ingest' || req.path === OTLP_TRACES_PATH;

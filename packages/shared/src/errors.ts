@@ -202,8 +202,15 @@ export class ServiceUnavailableError extends TiError {
 }
 
 export class InternalError extends TiError {
-  constructor(cause?: unknown) {
-    super('TI_ERR_INTERNAL', 'internal error; the batch was not accepted, retry it', { cause });
+  /** `batch`: the answer to a batch of spans, which the caller must send again; otherwise a read or an admin request. */
+  constructor(cause?: unknown, what: 'batch' | 'request' = 'batch') {
+    super(
+      'TI_ERR_INTERNAL',
+      what === 'batch'
+        ? 'internal error; the batch was not accepted, retry it'
+        : "internal error; the request failed in the server, retry it (the server's log has the cause)",
+      { cause },
+    );
   }
 }
 
