@@ -114,6 +114,9 @@ const GROUPINGS: (readonly [GroupBy, GroupBy?])[] = [
   ['session', 'model'],
 ];
 
+/** How many rankings cut between equal costs expectRollupsEqualScan compared (a test asserts it found some). */
+export const tieCuts = { checked: 0 };
+
 export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
   const scan = scanning(store);
   const ranges = [
@@ -136,6 +139,15 @@ export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
       const f = { ...whole, by, customerId, limit: 3 };
       expect(await usageReport(store, f), `${by} limit 3${customerId === undefined ? '' : ' of cust-1'}`).toEqual(await usageReport(scan, f));
     }
+  // A cut inside a run of equal costs (unpriced traces cost 0): ties go by group, as in the scan.
+  for (const by of ['trace', 'session'] as const) {
+    const all = await usageReport(scan, { ...whole, by });
+    const tie = all.findIndex((r, i) => i > 0 && r.costs.total_cost === all[i - 1]?.costs.total_cost);
+    if (tie <= 0) continue;
+    const f = { ...whole, by, limit: tie };
+    expect(await usageReport(store, f), `${by} limit ${tie}, cut between equal costs`).toEqual(all.slice(0, tie));
+    tieCuts.checked++;
+  }
   const traces = ['trace-0', 'trace-5', 'trace-13'];
   expect(await groupLabels(store, { ...whole, groups: traces })).toEqual(await groupLabels(scan, { ...whole, groups: traces }));
   const customers = { ...whole, by: 'customer' as const, groups: ['cust-1', 'cust-2', ''] };

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { reprice, usageReport } from '@trace-ingest/store/reports';
-import { buf, expectRollupsEqualScan, firstPrices, pricer, traffic } from '../rollup-traffic.js';
+import { buf, expectRollupsEqualScan, tieCuts, firstPrices, pricer, traffic } from '../rollup-traffic.js';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
@@ -44,7 +44,10 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       for (const b of batches) await store.insertLines(buf(b.rows), b.rows.length);
       const [n] = await store.query('SELECT count() AS n, uniqExact(span_id) AS d FROM spans FINAL');
       expect(n).toEqual({ n: sent.size, d: sent.size });
+      const cuts = tieCuts.checked;
       await expectRollupsEqualScan(store);
+      // Unpriced traces cost the same (0): a ranking was cut between two of them.
+      expect(tieCuts.checked).toBeGreaterThan(cuts);
       const moved = await reprice(store, pricer({ ...firstPrices, 'gpt-4o': '0.000005', 'mystery-model': '0.000001' }), {
         orgId: 'org_a',
         from: 0,

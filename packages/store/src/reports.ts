@@ -76,6 +76,8 @@ export interface ReportDialect {
   countIf(cond: string): string;
   /** How the rollups are spelled on this store. */
   rollup: RollupDialect;
+  /** Whether a ranking cuts its groups at the limit-th cost before sorting on cost and group (see topGroupsSql). */
+  cutsRankingsFirst: boolean;
 }
 
 export function reportDialect(kind: SpanStore['kind']): ReportDialect {
@@ -91,6 +93,7 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         sumIf: (c, cond) => `sumMergeIf(${c}, ${cond})`,
         countIf: (cond) => `countIf(${cond})`,
         rollup: CLICKHOUSE_ROLLUP,
+        cutsRankingsFirst: true,
       }
     : {
         from: 'spans',
@@ -104,6 +107,7 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         sumIf: (c, cond) => `sum(${c}) FILTER (WHERE ${cond})`,
         countIf: (cond) => `count(*) FILTER (WHERE ${cond})`,
         rollup: DUCKDB_ROLLUP,
+        cutsRankingsFirst: false,
       };
 }
 
@@ -284,9 +288,29 @@ function asText(d: ReportDialect, inner: string, withSub: boolean): string {
  */
 const RANKED_FIRST: ReadonlySet<GroupBy> = new Set(['trace', 'session']);
 
-function topGroupsSql(group: string, table: string, where: string, spans: string, cost: string, limit: number): string {
-  const top = Math.max(0, Math.trunc(limit));
-  return `SELECT ${group} FROM ${table} WHERE ${where} GROUP BY ${group} HAVING ${spans} <> 0 ORDER BY ${cost} DESC, ${group} LIMIT ${top}`;
+/**
+ * The first `limit` groups by cost (ties by group), as a subquery for IN, and
+ * the params of `where` it needs (where's own, once per use of it).
+ *
+ * ClickHouse 18.16 sorts on a Decimal128 and a String 6-8 times slower than
+ * on the cost alone (1M spans over 90 days, 220k traces: 1.2 s vs 0.16 s):
+ * there the groups are cut first at the `limit`-th largest cost (a sort on
+ * the cost alone), and only those that reach it are sorted on both.
+ */
+function topGroupsSql(
+  d: ReportDialect,
+  q: { group: string; table: string; where: string; spans: string; cost: string; limit: number },
+  params: readonly unknown[],
+): { sql: string; params: unknown[] } {
+  const top = Math.max(0, Math.trunc(q.limit));
+  const groups = `SELECT ${q.group} AS ti_g, ${q.cost} AS ti_c FROM ${q.table} WHERE ${q.where} GROUP BY ${q.group} HAVING ${q.spans} <> 0`;
+  if (!d.cutsRankingsFirst) return { sql: `SELECT ti_g FROM (${groups}) g ORDER BY ti_c DESC, ti_g LIMIT ${top}`, params: [...params] };
+  // A join, not a scalar subquery: 18.16 refuses to compare a Decimal column with a Decimal128 scalar (and current engines want aliases).
+  const floor = `SELECT min(ti_c) AS ti_floor FROM (SELECT ti_c FROM (${groups}) c ORDER BY ti_c DESC LIMIT ${top}) t`;
+  return {
+    sql: `SELECT ti_g FROM (${groups}) g CROSS JOIN (${floor}) f WHERE ti_c >= ti_floor ORDER BY ti_c DESC, ti_g LIMIT ${top}`,
+    params: [...params, ...params],
+  };
 }
 
 async function dailyReport(
@@ -310,8 +334,13 @@ async function dailyReport(
     if (top !== undefined) return top;
   }
   if (ranked !== '' && RANKED_FIRST.has(f.by)) {
-    where.push(`${group} IN (${topGroupsSql(group, source.table, where.join(' AND '), 'sum(spans)', 'sum(total_cost)', f.limit ?? 0)})`);
-    params.push(...params);
+    const top = topGroupsSql(
+      d,
+      { group, table: source.table, where: where.join(' AND '), spans: 'sum(spans)', cost: 'sum(total_cost)', limit: f.limit ?? 0 },
+      params,
+    );
+    where.push(`${group} IN (${top.sql})`);
+    params.push(...top.params);
   }
   const sql =
     `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM ${source.table} ` +
@@ -335,8 +364,9 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
     const params: unknown[] = [f.orgId];
     if (f.limit !== undefined) {
       const [spans, cost] = [d.rollup.traceMerge('sum', 'spans'), d.rollup.traceMerge('sum', 'total_cost')];
-      where += ` AND trace_id IN (${topGroupsSql('trace_id', 'traces', where, spans, cost, f.limit)})`;
-      params.push(f.orgId);
+      const top = topGroupsSql(d, { group: 'trace_id', table: 'traces', where, spans, cost, limit: f.limit }, params);
+      where += ` AND trace_id IN (${top.sql})`;
+      params.push(...top.params);
     }
     const sql =
       `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE ${where} ` +

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { buf, expectRollupsEqualScan, firstPrices, pricer, scanning, traffic } from '../../../test/rollup-traffic.js';
+import { buf, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../../../test/rollup-traffic.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { countGroups, groupLabels, reprice, usageReport } from './reports.js';
 
@@ -38,7 +38,10 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
     for (const b of batches) await store.insertLines(buf(b.rows), b.rows.length);
     const [n] = await store.query('SELECT count(*)::INTEGER AS n, count(DISTINCT span_id)::INTEGER AS d FROM spans');
     expect(n).toEqual({ n: sent.size, d: sent.size });
+    const cuts = tieCuts.checked;
     await expectRollupsEqualScan(store);
+    // Unpriced traces cost the same (0): a ranking was cut between two of them.
+    expect(tieCuts.checked).toBeGreaterThan(cuts);
 
     const moved = await reprice(store, pricer({ ...firstPrices, 'gpt-4o': '0.000005', 'mystery-model': '0.000001' }), {
       orgId: 'org_a',
