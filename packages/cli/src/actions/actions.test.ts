@@ -137,7 +137,7 @@ describe('DuckDB memory in a CLI command', () => {
     try {
       const out = capture();
       expect(await runCli(['orgs', 'create', 'acme'], { env: {}, out, context: context({}) })).toBe(0);
-      for (const env of [{}, { DUCKDB_MEMORY_LIMIT: '300MiB' }])
+      for (const env of [{}, { DUCKDB_MEMORY_LIMIT: '300MiB' }] as Record<string, string>[])
         expect(await runCli(['reprice', '--org', 'acme', '--from', '2026-01-01', '--to', '2026-01-02'], { env: {}, out, context: context(env) })).toBe(0);
       expect(out.stderr).toEqual([]);
       expect(asked).toEqual([undefined, { duckdbMemoryLimit: REPRICE_DUCKDB_MEMORY }, { duckdbMemoryLimit: REPRICE_DUCKDB_MEMORY }]);
