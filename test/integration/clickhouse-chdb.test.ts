@@ -14,6 +14,8 @@ import {
   type ClickHouseExecutor,
 } from '@trace-ingest/store/clickhouse';
 import { replacement, weighted } from '@trace-ingest/store/clickhouse-rollups';
+import { usageReport } from '@trace-ingest/store/reports';
+import type { SpanStore } from '@trace-ingest/store/span-store';
 import { applyRetentionTtl } from '@trace-ingest/store/clickhouse-retention';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
@@ -221,6 +223,37 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     session.query('OPTIMIZE TABLE spans FINAL');
     expect(byCustomer()).toBe(scan());
     expect(traces()).toBe('2,"1.25"');
+  });
+
+  it('ranks traces and sessions on a current engine as a scan does, cuts between equal costs included', async () => {
+    const day = Date.UTC(2026, 2, 10);
+    const rows: string[] = [];
+    // Costs with ties (0.5 three times, 0 twice), sessions of one to three traces.
+    for (const [i, cost] of ['0.5', '1.25', '0.5', '0', '2', '0.5', '0', '0.75'].entries()) {
+      const t: Trace = {
+        traceId: `rank-${i}`,
+        sessionId: `sess-${i % 3}`,
+        spans: [span({ startTime: day + i * 60_000, endTime: day + i * 60_000 + 1000 })],
+      };
+      const costs: SpanCosts = { ...UNPRICED, input_cost: cost, total_cost: cost, priced: true, price_source: 'catalog:x' };
+      for (const r of t.spans.map((x) => spanToRow(t, x, { orgId: 'org_rank', keyPrefix: 'ti_x', receivedAt: 1 }, costs))) rows.push(weighted(r, 1));
+    }
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.join('\n')}`);
+    const read = (rollups: boolean) =>
+      ({
+        kind: 'clickhouse',
+        rollups,
+        query: async (sql: string, params: readonly unknown[] = []) =>
+          parseLines(session.query(`${bindParams(sql, params)} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow')),
+      }) as unknown as SpanStore;
+    const f = { orgId: 'org_rank', from: day, to: day + 86_400_000 };
+    for (const by of ['trace', 'session'] as const)
+      for (let limit = 1; limit <= 8; limit++) {
+        const ranked = await usageReport(read(true), { ...f, by, limit });
+        expect(ranked, `${by} limit ${limit}`).toEqual(await usageReport(read(false), { ...f, by, limit }));
+        expect(ranked.length).toBe(Math.min(limit, by === 'trace' ? 8 : 3));
+      }
+    expect((await usageReport(read(true), { ...f, by: 'trace', limit: 4 })).map((r) => r.group)).toEqual(['rank-4', 'rank-1', 'rank-7', 'rank-0']);
   });
 
   it('expires rows and texts by the TTLs of migration 0004 on a current engine, while the rollups keep the costs', async () => {
