@@ -152,7 +152,7 @@ export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: n
     parts.push(await (source === 'traces' ? traceReport(store, { ...f, limit }, days) : dailyReport(store, { ...f, limit }, days, source)));
   for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
   const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
-  return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, Math.max(0, Math.trunc(f.limit)));
+  return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
 }
 
 /** Usage read from the spans themselves: a single trace, a grouping no rollup holds, and the partial days at a range's edges. */
@@ -166,7 +166,7 @@ async function scanReport(store: SpanStore, f: UsageFilter & { limit?: number | 
     // Ranked in a subquery: in ClickHouse the outer select's alias total_cost would shadow the column.
     where +=
       ` AND ${group} IN (SELECT ${group} FROM ${d.from} WHERE ${filter.where} ` +
-      `GROUP BY ${group} ORDER BY sum(total_cost) DESC, ${group} LIMIT ${Math.max(0, Math.trunc(f.limit))})`;
+      `GROUP BY ${group} ORDER BY sum(total_cost) DESC, ${group} LIMIT ${rowCount(f.limit)})`;
     params = [...params, ...filter.params];
   }
   const measures = d.pack(['count(*)', d.unpriced, ...TOKENS.map((t) => `sum(${t})`), ...COSTS.map((c) => `sum(${c})`)]);
@@ -283,6 +283,9 @@ function asText(d: ReportDialect, inner: string, withSub: boolean): string {
   return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${measures} AS m FROM (${inner}) r`;
 }
 
+/** A limit as SQL's LIMIT takes it: a whole number, at least 0. */
+const rowCount = (limit: number): number => Math.max(0, Math.trunc(limit));
+
 /**
  * The `limit` groups of largest cost, ranked on the cost alone: every other
  * measure is then summed for those groups only (a range with 2M traces: the
@@ -306,7 +309,7 @@ function topGroupsSql(
   q: { group: string; table: string; where: string; spans: string; cost: string; limit: number },
   params: readonly unknown[],
 ): { sql: string; params: unknown[] } {
-  const top = Math.max(0, Math.trunc(q.limit));
+  const top = rowCount(q.limit);
   const groups = `SELECT ${q.group} AS ti_g, ${q.cost} AS ti_c FROM ${q.table} WHERE ${q.where} GROUP BY ${q.group} HAVING ${q.spans} <> 0`;
   if (!d.cutsRankingsFirst) return { sql: `SELECT ti_g FROM (${groups}) g ORDER BY ti_c DESC, ti_g LIMIT ${top}`, params: [...params] };
   // A join, not a scalar subquery: 18.16 refuses to compare a Decimal column with a Decimal128 scalar (and current engines want aliases).
@@ -332,7 +335,7 @@ async function dailyReport(
     where.push('customer_id = ?');
     params.push(f.customerId);
   }
-  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(total_cost) DESC, grp LIMIT ${rowCount(f.limit)}` : '';
   if (ranked !== '' && f.by === 'session' && f.customerId === undefined) {
     const top = await fromTopList(store, 'session', f, days);
     if (top !== undefined) return top;
@@ -363,7 +366,7 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
     const top = await fromTopList(store, 'trace', f, days);
     if (top !== undefined) return top;
     // Per trace with no field to resolve: the rows of the range's days alone.
-    const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.rollup.traceMerge('sum', 'total_cost')} DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}`;
+    const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.rollup.traceMerge('sum', 'total_cost')} DESC, grp LIMIT ${rowCount(f.limit)}`;
     let where = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
     const params: unknown[] = [f.orgId];
     if (f.limit !== undefined) {
@@ -390,7 +393,7 @@ async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number |
   const sub = f.then === undefined ? undefined : TRACE_GROUPS[f.then];
   const where = f.customerId === undefined ? '' : ' WHERE customer = ?';
   if (f.customerId !== undefined) params.push(f.customerId);
-  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(t_total_cost) DESC, grp LIMIT ${Math.max(0, Math.trunc(f.limit))}` : '';
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY sum(t_total_cost) DESC, grp LIMIT ${rowCount(f.limit)}` : '';
   const sql =
     `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql(undefined, 't_')} FROM (${inner}) t${where} ` +
     `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(t_spans) <> 0${ranked}`;
@@ -413,7 +416,7 @@ async function fromTopList(
   await lists.refresh(name, f.orgId, days.from, days.to);
   const d = reportDialect(store.kind);
   const { table, group } = TOP_LISTS[name];
-  const limit = Math.max(0, Math.trunc(f.limit));
+  const limit = rowCount(f.limit);
   const rows = `${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
   // Ranked on the cost alone, then every measure summed for the groups ranked: a group of one day is one row (no grouping),
   // and only the groups of several days are summed (90 days of 1,000 a day, 1M spans: 92 -> 46 ms).
