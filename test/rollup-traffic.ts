@@ -170,3 +170,75 @@ export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
 
 const sortSeries = (xs: readonly { group: string; day: string; cost: string }[]) =>
   [...xs].sort((a, b) => (a.group === b.group ? (a.day < b.day ? -1 : 1) : a.group < b.group ? -1 : 1));
+
+/**
+ * Rankings by trace and session from a store's top lists (of three a day)
+ * equal a scan, batch after batch, and after a restart, a cheap trace's
+ * costly span days later, an erasure and retention. `keys` counts the
+ * list's (trace, day) rows and those of the traces table.
+ */
+export async function expectListsRankAsScan(
+  store: () => SpanStore,
+  opts: { restart(): Promise<void>; keys(): Promise<{ lists: number; traces: number }> },
+): Promise<void> {
+  const day = (d: string) => Date.parse(`2026-10-${d}T00:00:00Z`);
+  const ranges = [
+    { from: day('01'), to: day('12') },
+    { from: day('05'), to: day('06') },
+    { from: day('05'), to: day('07') },
+    { from: day('06'), to: day('09') },
+  ];
+  const expectSameRanking = async (when: string) => {
+    const scan = scanning(store());
+    const withoutLists = Object.assign(Object.create(store()) as SpanStore, { topLists: undefined });
+    for (const range of ranges) {
+      const f = { orgId: 'org_a', ...range, by: 'trace' as const };
+      for (const limit of [1, 2, 3]) {
+        const [t, u] = [
+          { ...f, limit },
+          { ...f, by: 'session' as const, limit },
+        ];
+        expect(await usageReport(store(), t), `${when}: ${JSON.stringify(range)} limit ${limit}`).toEqual(await usageReport(scan, t));
+        // Sessions against the rollup read without lists: sessions_daily keeps the costs of expired rows, which a scan no longer sees.
+        expect(await usageReport(store(), u), `${when}: sessions ${JSON.stringify(range)} limit ${limit}`).toEqual(await usageReport(withoutLists, u));
+      }
+      // The console's labels of the traces it lists (read from the lists), and of traces the lists do not hold.
+      const listed = (await usageReport(scan, { ...f, limit: 3 })).map((r) => r.group);
+      const groups = [...listed, 'trace-1', 'trace-30', 'no-such-trace'];
+      // Against the traces table (labels take the whole days around the range, which a scan of the range does not).
+      const labels = await groupLabels(store(), { ...f, groups });
+      expect(labels, `${when}: labels ${JSON.stringify(range)}`).toEqual(await groupLabels(withoutLists, { ...f, groups }));
+      for (const g of listed) expect(labels[g], `${when}: label of ${g}`).toEqual((await groupLabels(scan, { ...f, groups: [g] }))[g]);
+      expect(await countGroups(store(), f), `${when}: count ${JSON.stringify(range)}`).toBe(await countGroups(scan, f));
+    }
+  };
+  const batches = traffic(5);
+  for (const [i, b] of batches.entries()) {
+    await store().insertLines(buf(b.rows), b.rows.length);
+    await expectSameRanking(`batch ${i}`);
+  }
+  // The lists hold each day's first three traces and the traces of more than one day, not every trace.
+  const keys = await opts.keys();
+  expect(keys.lists).toBeLessThan(keys.traces);
+  await opts.restart();
+  // A cheap trace of one day gets a costly span days later: it now ranks first in ranges over both days.
+  const cheapest = (await usageReport(scanning(store()), { orgId: 'org_a', ...ranges[0]!, by: 'trace' })).at(-1)!;
+  const [row] = batches.flatMap((b) => b.rows).filter((r) => r.trace_id === cheapest.group);
+  const late = row!.start_time + 2 * DAY;
+  const lateRow = {
+    ...row!,
+    span_id: 'late-span',
+    start_time: late,
+    end_time: late + 1000,
+    start_date: new Date(late).toISOString().slice(0, 10),
+    total_cost: '25',
+    output_cost: '25',
+  };
+  await store().insertLines(buf([lateRow]), 1);
+  expect((await usageReport(store(), { orgId: 'org_a', ...ranges[0]!, by: 'trace', limit: 1 }))[0]?.group).toBe(cheapest.group);
+  await expectSameRanking('late span');
+  await store().erase('org_a', { kind: 'customer', id: 'cust-2' }, false);
+  await expectSameRanking('erasure');
+  await store().expire({ orgId: 'org_a', rowsBefore: day('06') }, 1_000_000);
+  await expectSameRanking('retention');
+}

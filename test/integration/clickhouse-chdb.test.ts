@@ -14,6 +14,7 @@ import {
   type ClickHouseExecutor,
 } from '@trace-ingest/store/clickhouse';
 import { replacement, weighted } from '@trace-ingest/store/clickhouse-rollups';
+import { ClickHouseTopLists } from '@trace-ingest/store/clickhouse-top-lists';
 import { usageReport } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { applyRetentionTtl } from '@trace-ingest/store/clickhouse-retention';
@@ -78,8 +79,8 @@ const span = (partial: Partial<Span> = {}): Span => ({
   endTime: Date.UTC(2026, 1, 1, 1, 0),
   ...partial,
 });
-const rowsOf = (t: Trace, costs: SpanCosts, receivedAt: number): SpanRow[] =>
-  t.spans.map((s) => spanToRow(t, s, { orgId: 'org_chdb', keyPrefix: 'ti_x', receivedAt }, costs));
+const rowsOf = (t: Trace, costs: SpanCosts, receivedAt: number, orgId = 'org_chdb'): SpanRow[] =>
+  t.spans.map((s) => spanToRow(t, s, { orgId, keyPrefix: 'ti_x', receivedAt }, costs));
 const canonicalDecimal = (s: string) => (s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s);
 const SELECT_ALL = SPAN_COLUMNS.map(([name, kind]) => (kind === 'decimal' ? `toString(${name}) AS ${name}` : name)).join(', ');
 
@@ -125,10 +126,11 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       '0003_sessions_workflows_daily',
       '0004_retention_columns',
       '0005_customers_models_daily',
+      '0006_top_lists',
     ]);
     expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
     expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version ORDER BY version', 'CSV').trim()).toBe(
-      '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1\n"0005_customers_models_daily",1',
+      '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1\n"0005_customers_models_daily",1\n"0006_top_lists",1',
     );
     expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
       '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',
@@ -239,21 +241,49 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       for (const r of t.spans.map((x) => spanToRow(t, x, { orgId: 'org_rank', keyPrefix: 'ti_x', receivedAt: 1 }, costs))) rows.push(weighted(r, 1));
     }
     session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.join('\n')}`);
-    const read = (rollups: boolean) =>
-      ({
-        kind: 'clickhouse',
-        rollups,
-        query: async (sql: string, params: readonly unknown[] = []) =>
-          parseLines(session.query(`${bindParams(sql, params)} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow')),
-      }) as unknown as SpanStore;
+    const query = async (sql: string, params: readonly unknown[] = []) =>
+      parseLines<Record<string, unknown>>(session.query(`${bindParams(sql, params)} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow'));
+    // Top lists of three a day: rankings of up to three read them, longer ones cut the traces table.
+    const topLists = new ClickHouseTopLists(
+      {
+        query,
+        command: async (sql) => void session.query(sql),
+        mutate: async (table, action) => void session.query(`ALTER TABLE ${table} ${action} SETTINGS mutations_sync = 1`),
+      },
+      3,
+      1,
+    );
+    const read = (rollups: boolean, lists = false) => ({ kind: 'clickhouse', rollups, query, ...(lists ? { topLists } : {}) }) as unknown as SpanStore;
     const f = { orgId: 'org_rank', from: day, to: day + 86_400_000 };
-    for (const by of ['trace', 'session'] as const)
-      for (let limit = 1; limit <= 8; limit++) {
-        const ranked = await usageReport(read(true), { ...f, by, limit });
-        expect(ranked, `${by} limit ${limit}`).toEqual(await usageReport(read(false), { ...f, by, limit }));
-        expect(ranked.length).toBe(Math.min(limit, by === 'trace' ? 8 : 3));
-      }
+    const expectRanksAsScan = async (range: { from: number; to: number }, groups: { trace: number; session: number }) => {
+      for (const by of ['trace', 'session'] as const)
+        for (let limit = 1; limit <= 8; limit++) {
+          const scan = await usageReport(read(false), { ...f, ...range, by, limit });
+          expect(await usageReport(read(true), { ...f, ...range, by, limit }), `${by} limit ${limit}`).toEqual(scan);
+          expect(await usageReport(read(true, true), { ...f, ...range, by, limit }), `${by} limit ${limit}, lists`).toEqual(scan);
+          expect(scan.length).toBe(Math.min(limit, groups[by]));
+        }
+    };
+    await expectRanksAsScan(f, { trace: 8, session: 3 });
     expect((await usageReport(read(true), { ...f, by: 'trace', limit: 4 })).map((r) => r.group)).toEqual(['rank-4', 'rank-1', 'rank-7', 'rank-0']);
+    // A free trace of the first day gets a costly span the next day: over both days it ranks first, on the lists too.
+    const late: Trace = {
+      traceId: 'rank-3',
+      spans: [span({ spanId: 'rank-3-late', startTime: day + 86_400_000 + 60_000, endTime: day + 86_400_000 + 61_000 })],
+    };
+    const costs: SpanCosts = { ...UNPRICED, input_cost: '5', total_cost: '5', priced: true, price_source: 'catalog:x' };
+    session.query(
+      `INSERT INTO spans FORMAT JSONEachRow ${rowsOf(late, costs, 2, 'org_rank')
+        .map((r) => weighted(r, 1))
+        .join('\n')}`,
+    );
+    // (The late span names no session: a fourth group of sessions, '' .)
+    await expectRanksAsScan({ from: day, to: day + 2 * 86_400_000 }, { trace: 8, session: 4 });
+    expect((await usageReport(read(true, true), { ...f, to: day + 2 * 86_400_000, by: 'trace', limit: 1 }))[0]).toMatchObject({
+      group: 'rank-3',
+      spans: 2,
+      costs: { total_cost: '5' },
+    });
   });
 
   it('expires rows and texts by the TTLs of migration 0004 on a current engine, while the rollups keep the costs', async () => {

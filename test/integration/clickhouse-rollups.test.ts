@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
+import { ClickHouseSpanStore, type ClickHouseSpanStoreOptions } from '@trace-ingest/store/clickhouse';
 import { reprice, usageReport } from '@trace-ingest/store/reports';
-import { buf, expectRollupsEqualScan, tieCuts, firstPrices, pricer, traffic } from '../rollup-traffic.js';
+import type { SpanRow } from '@trace-ingest/shared/rows';
+import { buf, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../rollup-traffic.js';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
@@ -18,9 +19,9 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
   afterAll(async () => ch?.dispose());
 
   let db = '';
-  async function freshStore(): Promise<ClickHouseSpanStore> {
+  async function freshStore(opts: Partial<ClickHouseSpanStoreOptions> = {}): Promise<ClickHouseSpanStore> {
     db = `rollups_${randomBytes(4).toString('hex')}`;
-    const store = new ClickHouseSpanStore({ url: ch.urlFor(db), requestTimeoutMs: 20_000 });
+    const store = new ClickHouseSpanStore({ url: ch.urlFor(db), requestTimeoutMs: 20_000, ...opts });
     await store.start();
     return store;
   }
@@ -81,4 +82,76 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       await store.close();
     }
   }, 120_000);
+
+  it("ranks a range's traces from per-day lists, as a scan does, through late spans on another day, an erasure and retention", async () => {
+    // Lists of three a day, current one second after their day's last write (so reads both rebuild and find lists current).
+    const opts = { topListsPerDay: 3, topListsMarginSeconds: 1 };
+    let store = await freshStore(opts);
+    try {
+      await expectListsRankAsScan(() => store, {
+        restart: async () => {
+          await store.close();
+          store = new ClickHouseSpanStore({ url: ch.urlFor(db), requestTimeoutMs: 20_000, ...opts });
+          await store.start();
+        },
+        keys: async () => {
+          const [lists] = await store.query('SELECT uniqExact(trace_id, start_date) AS n FROM trace_tops');
+          const [all] = await store.query('SELECT uniqExact(trace_id, start_date) AS n FROM traces');
+          return { lists: Number(lists?.n), traces: Number(all?.n) };
+        },
+      });
+      // The erased customer's traces are gone from every build of the lists, not only from the current ones.
+      const [erased] = await store.query("SELECT count() AS n FROM trace_tops WHERE substring(customer_c, 17) = 'cust-2'");
+      expect(Number(erased?.n)).toBe(0);
+      // Once built, a day's list is read as it is until its day gets rows again.
+      const range = ['2026-10-01', '2026-10-12'] as const;
+      await store.topLists.refresh('trace', 'org_a', ...range);
+      await new Promise((r) => setTimeout(r, 1100));
+      expect(await store.topLists.staleDays('trace', 'org_a', ...range)).toEqual([]);
+      const [row] = traffic(5)[0]!.rows;
+      await store.insertLines(buf([{ ...row!, span_id: 'one-more' }]), 1);
+      expect(await store.topLists.staleDays('trace', 'org_a', ...range)).toEqual([row!.start_date]);
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
+
+  it("reads a trace of two days at its latest when another day's list holds an older copy of its row", async () => {
+    const store = await freshStore({ topListsPerDay: 3, topListsMarginSeconds: 1 });
+    try {
+      const [template] = traffic(5)[0]!.rows;
+      const at = (day: string, hour: number) => Date.parse(`2026-10-${day}T${String(hour).padStart(2, '0')}:00:00Z`);
+      const row = (trace: string, span: string, start: number, cost: string): SpanRow => ({
+        ...template!,
+        trace_id: trace,
+        span_id: span,
+        parent_span_id: '',
+        start_time: start,
+        end_time: start + 1000,
+        start_date: new Date(start).toISOString().slice(0, 10),
+        total_cost: cost,
+        output_cost: cost,
+        input_cost: '0',
+      });
+      // A trace of two days, cheap on both, among costlier traces of one day.
+      const rows = [row('two-days', 'a', at('05', 23), '1'), row('two-days', 'b', at('06', 1), '1')];
+      for (const [i, day] of ['05', '06'].entries()) for (let k = 0; k < 4; k++) rows.push(row(`one-${day}-${k}`, 'x', at(day, 10), String(10 + i * 4 + k)));
+      await store.insertLines(buf(rows), rows.length);
+      const f = { orgId: 'org_a', from: at('05', 0), to: at('07', 0), by: 'trace' as const, limit: 3 };
+      const settle = () => new Promise((r) => setTimeout(r, 1100));
+      // The second day's list is built first, then the first day's: each holds the trace's row of the other day too.
+      await settle();
+      await usageReport(store, { ...f, from: at('06', 0) });
+      await usageReport(store, { ...f, to: at('06', 0) });
+      await settle();
+      // A costly span on the second day: only that day's list is built again; the first day's still holds its older copy.
+      await store.insertLines(buf([row('two-days', 'c', at('06', 2), '100')]), 1);
+      expect(await store.topLists.staleDays('trace', 'org_a', '2026-10-05', '2026-10-07')).toEqual(['2026-10-06']);
+      const ranked = await usageReport(store, f);
+      expect(ranked[0]).toMatchObject({ group: 'two-days', spans: 3, costs: { total_cost: '102' } });
+      expect(ranked).toEqual(await usageReport(scanning(store), f));
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 });

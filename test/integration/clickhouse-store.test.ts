@@ -100,7 +100,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       {
         obj: expect.objectContaining({
           database: fresh,
-          applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns', '0005_customers_models_daily'],
+          applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns', '0005_customers_models_daily', '0006_top_lists'],
         }) as unknown,
         msg: 'ClickHouse migrations applied',
       },
@@ -126,6 +126,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       { version: '0003_sessions_workflows_daily', n: 1 },
       { version: '0004_retention_columns', n: 1 },
       { version: '0005_customers_models_daily', n: 1 },
+      { version: '0006_top_lists', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
     // Beside the rows' columns: the derived metadata pairs, the rollups' weight (0002_rollups) and the retention written for TTLs (0004).
@@ -139,7 +140,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(5);
+      expect(r?.v).toBe(6);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -162,6 +163,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
         '0003_sessions_workflows_daily',
         '0004_retention_columns',
         '0005_customers_models_daily',
+        '0006_top_lists',
       ]);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {

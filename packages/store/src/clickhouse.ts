@@ -7,6 +7,8 @@ import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
 import { reportDialect, storedColumns, storedToRow } from './reports.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
 import { applyRetentionTtl } from './clickhouse-retention.js';
+import { ClickHouseTopLists } from './clickhouse-top-lists.js';
+import { addDays, TOP_LISTS_WINDOW_DAYS } from './top-lists.js';
 import {
   ERASE_COLUMN,
   rollupsNaming,
@@ -47,6 +49,10 @@ export interface ClickHouseSpanStoreOptions {
   mutationTimeoutMs?: number;
   /** The retention of an org as it stands, written with each row for the TTLs of current servers; none: kept until the retention pass. */
   retentionOf?: ((orgId: string) => Retention | undefined) | undefined;
+  /** How many traces (and sessions) a day's top list keeps (default TOP_LISTS_PER_DAY). */
+  topListsPerDay?: number | undefined;
+  /** Seconds after a day's last write at which its top list, built, is current (default CHANGE_MARGIN_SECONDS). */
+  topListsMarginSeconds?: number | undefined;
 }
 
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
@@ -121,10 +127,20 @@ export class ClickHouseSpanStore implements SpanStore {
   private rules: ServerRules = serverRules('');
   /** The text cut day each org's texts were last emptied up to (in memory: after a restart, the first pass looks at every day). */
   private readonly textMarks = new Map<string, string>();
+  readonly topLists: ClickHouseTopLists;
 
   constructor(private readonly opts: ClickHouseSpanStoreOptions) {
     this.endpoint = parseUrl(opts.url);
     this.database = this.endpoint.database;
+    this.topLists = new ClickHouseTopLists(
+      {
+        query: (sql) => this.query(sql),
+        command: async (sql) => void (await this.c().command({ query: sql })),
+        mutate: (table, action) => this.mutate(table, action),
+      },
+      opts.topListsPerDay,
+      opts.topListsMarginSeconds,
+    );
   }
 
   private connect(database: string): ClickHouseClient {
@@ -303,6 +319,9 @@ export class ClickHouseSpanStore implements SpanStore {
       if (out.deletedRows > 0) {
         await this.mutate('spans', `DELETE WHERE ${where}`);
         await this.mutate('traces', `DELETE WHERE ${where}`);
+        // The expired traces leave the lists; sessions_daily keeps its rows, as the other rollups do.
+        const before = `toDate('${dayText(cut.rowsBefore)}')`;
+        await this.topLists.forget(org, { trace: [`list_day < ${before} OR start_date < ${before}`] }, addDays(dayText(cut.rowsBefore), TOP_LISTS_WINDOW_DAYS));
       }
     }
     if (cut.textsBefore !== undefined) {
@@ -333,7 +352,11 @@ export class ClickHouseSpanStore implements SpanStore {
   async erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
     const where = bindParams(`org_id = ? AND ${ERASE_COLUMN[target.kind]} = ?`, [orgId, target.id]);
     const traceIds: string[] = [];
-    for await (const r of this.queryStream(`SELECT DISTINCT trace_id FROM spans WHERE ${where}`)) traceIds.push(String(r.trace_id));
+    const sessionIds = new Set<string>();
+    for await (const r of this.queryStream(`SELECT trace_id, groupUniqArray(session_id) AS s FROM spans WHERE ${where} GROUP BY trace_id`)) {
+      traceIds.push(String(r.trace_id));
+      for (const s of r.s as string[]) sessionIds.add(s);
+    }
     const named = rollupsNaming(target.kind).map((r) => ({ table: r.table, where: bindParams(`org_id = ? AND ${r.column} = ?`, [orgId, target.id]) }));
     const traceWheres = inChunks(traceIds, 5000).map((ids) => bindParams(`org_id = ? AND trace_id IN (${ids.map(() => '?').join(', ')})`, [orgId, ...ids]));
     let rollupRows = 0;
@@ -353,6 +376,9 @@ export class ClickHouseSpanStore implements SpanStore {
     await this.mutate('spans', `DELETE WHERE ${where}`);
     for (const w of traceWheres) await this.mutate('traces', `DELETE WHERE ${w}`);
     for (const n of named) await this.mutate(n.table, `DELETE WHERE ${n.where}`);
+    const idsIn = (column: string, ids: readonly string[]) =>
+      inChunks(ids, 5000).map((part) => bindParams(`${column} IN (${part.map(() => '?').join(', ')})`, part));
+    await this.topLists.forget(orgId, { trace: idsIn('trace_id', traceIds), session: idsIn('session_id', [...sessionIds]) });
     return counts;
   }
 

@@ -19,44 +19,10 @@
  * read rebuilds the unmarked days of its range first.
  */
 import { MEASURES } from '@trace-ingest/shared/rollups';
-import type { TopListName } from './span-store.js';
+import type { SqlPart } from './span-store.js';
+import { dateLiteral, TOP_LISTS, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
 
-export type { TopListName };
-
-/** One list: the rollup it is cut from, the group it ranks, its table and its marks. */
-export interface TopList {
-  source: string;
-  group: string;
-  table: string;
-  marks: string;
-  /** Columns of the source kept beside the measures (each the min of the day's rows): a trace's name and customer candidates. */
-  extras: readonly string[];
-}
-
-export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
-  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days', extras: ['name_c', 'customer_c'] },
-  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days', extras: [] },
-};
-
-/** How many groups a day's list keeps: rankings of up to this many groups read the lists. */
-export const TOP_LISTS_PER_DAY = 1000;
-/**
- * Rows of one group on days at most this far apart are found to be one
- * group when a day's list is built. A trace or session with a longer pause
- * between the days of its spans is ranked by the part of its cost within
- * each stretch.
- */
-export const TOP_LISTS_WINDOW_DAYS = 7;
-/** Days rebuilt per transaction: bounds what one rebuild holds in memory. */
-export const TOP_LISTS_CHUNK_DAYS = 16;
-
-const DAY_TEXT = /^\d{4}-\d{2}-\d{2}$/;
-
-/** A DATE literal from a day's text (the text is the store's own, never a request's: checked all the same). */
-export function dateLiteral(day: string): string {
-  if (!DAY_TEXT.test(day)) throw new Error(`not a day: ${JSON.stringify(day)}`);
-  return `DATE '${day}'`;
-}
+export * from './top-lists.js';
 
 /** A list's rows for `where`: one per org, day and group, its partial rollup rows summed. */
 function dayRowsSql(list: TopList, where: string): string {
@@ -102,21 +68,17 @@ export function unmarkSql(orgs: string, lo: string, hi: string): string[] {
   return Object.values(TOP_LISTS).map((l) => `DELETE FROM ${l.marks} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`);
 }
 
-/** How many days there are from `from` up to `to` (exclusive). */
-export function daysBetween(from: string, to: string): number {
-  dateLiteral(from);
-  dateLiteral(to);
-  return Math.max(0, Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000));
+const rangeSql = (fromDay: string, toDay: string): string => `start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
+
+/** A list's rows of an org's days (see TopLists.rows): the table itself, one row per day and group. */
+export function listRowsSql(list: TopList, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart {
+  return {
+    sql: `(SELECT * FROM ${list.table} WHERE org_id = ? AND ${rangeSql(fromDay, toDay)}${cond === undefined ? '' : ` AND ${cond.sql}`}) l`,
+    params: [orgId, ...(cond?.params ?? [])],
+  };
 }
 
-/** The days from `from` up to `to` (exclusive) that `marked` lacks, in order. */
-export function unmarkedDays(from: string, to: string, marked: ReadonlySet<string>): string[] {
-  dateLiteral(from);
-  dateLiteral(to);
-  const out: string[] = [];
-  for (let ms = Date.parse(`${from}T00:00:00Z`); ms < Date.parse(`${to}T00:00:00Z`); ms += 86_400_000) {
-    const day = new Date(ms).toISOString().slice(0, 10);
-    if (!marked.has(day)) out.push(day);
-  }
-  return out;
+/** The days' group counts summed, from their marks (see TopLists.groupCount). */
+export function groupCountSql(list: TopList, orgId: string, fromDay: string, toDay: string): SqlPart {
+  return { sql: `(SELECT coalesce(sum(group_count), 0) FROM ${list.marks} WHERE org_id = ? AND ${rangeSql(fromDay, toDay)})`, params: [orgId] };
 }

@@ -29,6 +29,8 @@ import { applyDuckDbMigrations, readJsonColumns, type DuckDbMigrationLogger } fr
 import {
   dateLiteral,
   daysBetween,
+  groupCountSql,
+  listRowsSql,
   rebuildTopListSql,
   TOP_LISTS,
   TOP_LISTS_CHUNK_DAYS,
@@ -139,7 +141,12 @@ export class DuckDbSpanStore implements SpanStore {
   constructor(private readonly opts: DuckDbSpanStoreOptions) {
     this.tmpDir = opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp');
     this.compactRows = opts.compactRows ?? 20_000;
-    this.topLists = { perDay: opts.topListsPerDay ?? TOP_LISTS_PER_DAY, refresh: (list, org, from, to) => this.refreshTopList(list, org, from, to) };
+    this.topLists = {
+      perDay: opts.topListsPerDay ?? TOP_LISTS_PER_DAY,
+      refresh: (list, org, from, to) => this.refreshTopList(list, org, from, to),
+      rows: (list, org, from, to, cond) => listRowsSql(TOP_LISTS[list], org, from, to, cond),
+      groupCount: (list, org, from, to) => groupCountSql(TOP_LISTS[list], org, from, to),
+    };
   }
 
   async start(): Promise<void> {

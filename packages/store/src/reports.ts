@@ -3,8 +3,8 @@ import { COST_COLUMNS, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type Co
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
 import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
-import type { CostChange, QueryRow, SpanStore } from './span-store.js';
-import { dateLiteral, TOP_LISTS, type TopListName } from './duckdb-top-lists.js';
+import type { CostChange, QueryRow, SpanStore, SqlPart } from './span-store.js';
+import { dateLiteral, TOP_LISTS, type TopListName } from './top-lists.js';
 
 /**
  * Cost and usage reports over the span store, one row per span counted (the
@@ -415,19 +415,20 @@ async function fromTopList(
   if (!store.rollups || lists === undefined || f.limit === undefined || f.limit > lists.perDay) return undefined;
   await lists.refresh(name, f.orgId, days.from, days.to);
   const d = reportDialect(store.kind);
-  const { table, group } = TOP_LISTS[name];
+  const { group } = TOP_LISTS[name];
   const limit = rowCount(f.limit);
-  const rows = `${table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
+  const rows = (cond: SqlPart) => lists.rows(name, f.orgId, days.from, days.to, cond);
+  const single = rows({ sql: `NOT multi AND day_rank <= ${limit}`, params: [] });
+  const multi = rows({ sql: 'multi', params: [] });
   // Ranked on the cost alone, then every measure summed for the groups ranked: a group of one day is one row (no grouping),
   // and only the groups of several days are summed (90 days of 1,000 a day, 1M spans: 92 -> 46 ms).
   const ranked =
-    `SELECT ${group} FROM (SELECT ${group}, total_cost AS c FROM ${rows} AND NOT multi AND day_rank <= ${limit} ` +
-    `UNION ALL SELECT ${group}, sum(total_cost) FROM ${rows} AND multi GROUP BY ${group} HAVING sum(spans) <> 0) r ` +
+    `SELECT ${group} FROM (SELECT ${group}, total_cost AS c FROM ${single.sql} ` +
+    `UNION ALL SELECT ${group}, sum(total_cost) AS c FROM ${multi.sql} GROUP BY ${group} HAVING sum(spans) <> 0) r ` +
     `ORDER BY c DESC, ${group} LIMIT ${limit}`;
-  const sql =
-    `SELECT ${group} AS grp, ${sumsSql()} FROM ${rows} AND (day_rank <= ${limit} OR multi) AND ${group} IN (${ranked}) ` +
-    `GROUP BY ${group} ORDER BY sum(total_cost) DESC, grp`;
-  return (await store.query(asText(d, sql, false), [f.orgId, f.orgId, f.orgId])).map((r) => toUsageRow(r, false));
+  const read = rows({ sql: `(day_rank <= ${limit} OR multi) AND ${group} IN (${ranked})`, params: [...single.params, ...multi.params] });
+  const sql = `SELECT ${group} AS grp, ${sumsSql()} FROM ${read.sql} GROUP BY ${group} ORDER BY sum(total_cost) DESC, grp`;
+  return (await store.query(asText(d, sql, false), read.params)).map((r) => toUsageRow(r, false));
 }
 
 /** A day's total cost in one group, for a chart that draws nothing else. */
@@ -492,14 +493,13 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
   ) {
     // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
     await lists.refresh('trace', f.orgId, days.from, days.to);
-    const range = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
-    const { table, marks, group } = TOP_LISTS.trace;
-    const [r] = await store.query(
-      `SELECT CAST((SELECT coalesce(sum(group_count), 0) FROM ${marks} WHERE ${range}) - ` +
-        `(SELECT count(*) - count(DISTINCT ${group}) FROM ${table} WHERE ${range}) AS BIGINT) AS n`,
-      [f.orgId, f.orgId],
-    );
-    return Number(r?.n ?? 0);
+    const total = lists.groupCount('trace', f.orgId, days.from, days.to);
+    const multi = lists.rows('trace', f.orgId, days.from, days.to, { sql: 'multi', params: [] });
+    const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
+      ...total.params,
+      ...multi.params,
+    ]);
+    return Number(r?.n ?? 0) - Number(r?.dup ?? 0);
   }
   if (store.rollups && f.by === 'trace' && f.traceId === undefined && edges.length === 0 && days !== undefined) {
     const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, d.rollup.traceMerge('min', 'customer_c'))} = ?`;
@@ -533,24 +533,29 @@ export async function groupLabels(
     const marks = f.groups.map(() => '?').join(', ');
     const out: Record<string, { name: string; customer?: string }> = {};
     if (f.by === 'trace') {
-      const value = (c: string) => candidateValueSql(d.rollup, d.rollup.traceMerge('min', c));
+      const value = (c: string) => candidateValueSql(d.rollup, c);
       const days = `start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)}`;
-      const read = async (table: string, groups: readonly string[]) => {
+      const read = async (from: SqlPart, min: (c: string) => string) => {
         const rows = await store.query(
-          `SELECT trace_id AS g, ${value('name_c')} AS name, ${value('customer_c')} AS customer FROM ${table} WHERE org_id = ? AND ${days} ` +
-            `AND trace_id IN (${groups.map(() => '?').join(', ')}) GROUP BY trace_id`,
-          [f.orgId, ...groups],
+          `SELECT trace_id AS g, ${value(min('name_c'))} AS name, ${value(min('customer_c'))} AS customer FROM ${from.sql} GROUP BY trace_id`,
+          from.params,
         );
         for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
       };
+      const these = (groups: readonly string[]): SqlPart => ({ sql: `trace_id IN (${groups.map(() => '?').join(', ')})`, params: [...groups] });
       const lists = store.topLists;
       if (lists !== undefined) {
         // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
-        await lists.refresh('trace', f.orgId, dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY));
-        await read(TOP_LISTS.trace.table, f.groups);
+        const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
+        await lists.refresh('trace', f.orgId, first, last);
+        await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
       }
       const rest = f.groups.filter((g) => out[g] === undefined);
-      if (rest.length > 0) await read('traces', rest);
+      const traces = (groups: readonly string[]): SqlPart => ({
+        sql: `traces WHERE org_id = ? AND ${days} AND ${these(groups).sql}`,
+        params: [f.orgId, ...groups],
+      });
+      if (rest.length > 0) await read(traces(rest), (c) => d.rollup.traceMerge('min', c));
     } else {
       const rows = await store.query(
         `SELECT customer_id AS g, max(customer_name) AS name FROM customers_daily WHERE org_id = ? AND start_date >= ${d.dateLiteral(lo)} ` +

@@ -2,11 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { buf, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../../../test/rollup-traffic.js';
+import { buf, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, traffic } from '../../../test/rollup-traffic.js';
 import { DuckDbSpanStore } from './duckdb.js';
-import { countGroups, groupLabels, reprice, usageReport } from './reports.js';
-
-const DAY = 86_400_000;
+import { reprice, usageReport } from './reports.js';
 
 // Each check compares a hundred reports with a scan: slow when the machine is shared with the integration tests.
 describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => {
@@ -82,69 +80,18 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
   });
 
   it("ranks a range's traces from per-day lists, as a scan does, through late spans on another day, an erasure and retention", async () => {
-    const day = (d: string) => Date.parse(`2026-10-${d}T00:00:00Z`);
-    const ranges = [
-      { from: day('01'), to: day('12') },
-      { from: day('05'), to: day('06') },
-      { from: day('05'), to: day('07') },
-      { from: day('06'), to: day('09') },
-    ];
-    const expectSameRanking = async (when: string) => {
-      const scan = scanning(store);
-      const withoutLists = Object.assign(Object.create(store) as DuckDbSpanStore, { topLists: undefined });
-      for (const range of ranges) {
-        const f = { orgId: 'org_a', ...range, by: 'trace' as const };
-        for (const limit of [1, 2, 3]) {
-          const [t, u] = [
-            { ...f, limit },
-            { ...f, by: 'session' as const, limit },
-          ];
-          expect(await usageReport(store, t), `${when}: ${JSON.stringify(range)} limit ${limit}`).toEqual(await usageReport(scan, t));
-          // Sessions against the rollup read without lists: sessions_daily keeps the costs of expired rows, which a scan no longer sees.
-          expect(await usageReport(store, u), `${when}: sessions ${JSON.stringify(range)} limit ${limit}`).toEqual(await usageReport(withoutLists, u));
-        }
-        // The console's labels of the traces it lists (read from the lists), and of traces the lists do not hold.
-        const listed = (await usageReport(scan, { ...f, limit: 3 })).map((r) => r.group);
-        const groups = [...listed, 'trace-1', 'trace-30', 'no-such-trace'];
-        // Against the traces table (labels take the whole days around the range, which a scan of the range does not).
-        const labels = await groupLabels(store, { ...f, groups });
-        expect(labels, `${when}: labels ${JSON.stringify(range)}`).toEqual(await groupLabels(withoutLists, { ...f, groups }));
-        for (const g of listed) expect(labels[g], `${when}: label of ${g}`).toEqual((await groupLabels(scan, { ...f, groups: [g] }))[g]);
-        expect(await countGroups(store, f), `${when}: count ${JSON.stringify(range)}`).toBe(await countGroups(scan, f));
-      }
-    };
-    const batches = traffic(5);
-    for (const [i, b] of batches.entries()) {
-      await store.insertLines(buf(b.rows), b.rows.length);
-      await expectSameRanking(`batch ${i}`);
-    }
-    // The lists hold each day's first three traces and the traces of more than one day, not every trace.
-    const [lists] = await store.query('SELECT count(*)::INTEGER AS n FROM trace_tops');
-    const [all] = await store.query('SELECT count(*)::INTEGER AS n FROM (SELECT DISTINCT trace_id, start_date FROM traces)');
-    expect(Number(lists?.n)).toBeLessThan(Number(all?.n));
-    // After a restart the store still knows which days' lists a write must mark out of date.
-    await store.close();
-    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 150, topListsPerDay: 3 });
-    await store.start();
-    // A cheap trace of one day gets a costly span days later: it now ranks first in ranges over both days.
-    const cheapest = (await usageReport(scanning(store), { orgId: 'org_a', ...ranges[0]!, by: 'trace' })).at(-1)!;
-    const [row] = batches.flatMap((b) => b.rows).filter((r) => r.trace_id === cheapest.group);
-    const late = row!.start_time + 2 * DAY;
-    const lateRow = {
-      ...row!,
-      span_id: 'late-span',
-      start_time: late,
-      end_time: late + 1000,
-      start_date: new Date(late).toISOString().slice(0, 10),
-      total_cost: '25',
-      output_cost: '25',
-    };
-    await store.insertLines(buf([lateRow]), 1);
-    expect((await usageReport(store, { orgId: 'org_a', ...ranges[0]!, by: 'trace', limit: 1 }))[0]?.group).toBe(cheapest.group);
-    await expectSameRanking('late span');
-    await store.erase('org_a', { kind: 'customer', id: 'cust-2' }, false);
-    await expectSameRanking('erasure');
-    await store.expire({ orgId: 'org_a', rowsBefore: day('06') }, 1_000_000);
-    await expectSameRanking('retention');
+    await expectListsRankAsScan(() => store, {
+      restart: async () => {
+        // After a restart the store still knows which days' lists a write must mark out of date.
+        await store.close();
+        store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 150, topListsPerDay: 3 });
+        await store.start();
+      },
+      keys: async () => {
+        const [lists] = await store.query('SELECT count(*)::INTEGER AS n FROM trace_tops');
+        const [all] = await store.query('SELECT count(*)::INTEGER AS n FROM (SELECT DISTINCT trace_id, start_date FROM traces)');
+        return { lists: Number(lists?.n), traces: Number(all?.n) };
+      },
+    });
   });
 });

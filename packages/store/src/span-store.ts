@@ -28,6 +28,22 @@ export interface TopLists {
   readonly perDay: number;
   /** Brings the lists of an org's days from `fromDay` up to `toDay` (exclusive) up to date. */
   refresh(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void>;
+  /**
+   * A subquery (for FROM) of a list's current rows of an org's days from
+   * `fromDay` up to `toDay`, one per day and group, with `cond` (over the
+   * list's columns) applied inside: the group column, start_date, the
+   * measures, the extras, `multi` and `day_rank` (each row's rank in its
+   * day; a store may rank none: 0).
+   */
+  rows(list: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart;
+  /** A scalar subquery: how many groups those days have, a group of several days counted once a day. */
+  groupCount(list: TopListName, orgId: string, fromDay: string, toDay: string): SqlPart;
+}
+
+/** SQL with its `?` placeholders' values, in order. */
+export interface SqlPart {
+  sql: string;
+  params: unknown[];
 }
 
 export interface SpanStore {
@@ -36,8 +52,8 @@ export interface SpanStore {
   readonly rollups: boolean;
   /**
    * Per-day lists of the traces and sessions that can rank first in a range
-   * (DuckDB: duckdb-top-lists.ts): a ranking of at most `perDay` of them reads
-   * the lists, not every trace. ClickHouse groups its traces fast enough.
+   * (top-lists.ts): a ranking of at most `perDay` of them reads the lists,
+   * not every trace.
    */
   readonly topLists?: TopLists | undefined;
   /** Connects and applies pending migrations. */

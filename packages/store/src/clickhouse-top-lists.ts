@@ -1,0 +1,227 @@
+/**
+ * The per-day top lists of top-lists.ts on ClickHouse (migration 0006).
+ *
+ * ClickHouse has no transaction in which a write could mark a day's list out
+ * of date, as DuckDB's insert does. Instead a view on `spans` records, with
+ * every insert, the server's time each org's day got rows
+ * (`top_list_changes`), and a read rebuilds the days of its range whose
+ * latest build did not begin at least CHANGE_MARGIN_SECONDS after their last
+ * change. The margin covers the time between that record and the moment the
+ * same insert's rollup parts become visible: one insert's views run one
+ * after another, and a current server commits a view's part only when the
+ * insert ends.
+ *
+ * A build never deletes: its rows carry its number (`build`, increasing), a
+ * mark records the day's latest build and the server's clock when it began
+ * (`built_at`), and readers take, for each day and group,
+ * the day's own row, or else the copy of the latest neighbour's build that
+ * holds it. The tables replace a group's older rows as they merge.
+ *
+ * A day's list holds its `perDay` costliest groups and every group seen on
+ * another day within TOP_LISTS_WINDOW_DAYS, with that group's rows of those
+ * days too (`multi`). A group that a day's build saw on one day only, and
+ * that later got rows on a neighbouring day, is found by the build of that
+ * neighbour, which then holds both rows. So a range's lists hold every row
+ * in the range of each group with rows on several of its days; a group with
+ * rows on one of its days only ranks among the first `perDay` of the range
+ * only if it does in that day's list.
+ */
+import { MEASURES } from '@trace-ingest/shared/rollups';
+import { bindParams } from './clickhouse-sql.js';
+import type { QueryRow, SqlPart, TopListName, TopLists } from './span-store.js';
+import { addDays, checkedDay, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
+
+/** Seconds after a day's last change at which a build of its list is current (at least 1: the clock counts whole seconds). */
+export const CHANGE_MARGIN_SECONDS = 10;
+
+const MARKS = 'top_list_marks';
+const CHANGES = 'top_list_changes';
+const W = TOP_LISTS_WINDOW_DAYS;
+
+const day = (d: string): string => `toDate('${checkedDay(d)}')`;
+const dayList = (days: readonly string[]): string => days.map(day).join(', ');
+
+/** How a list's source is aggregated: `traces` holds aggregate states, `sessions_daily` plain sums. */
+const agg = (list: TopList, fn: 'sum' | 'min', column: string): string => (list.source === 'traces' ? `${fn}Merge(${column})` : `${fn}(${column})`);
+
+/** The columns of a list table after its keys, in order. */
+const VALUE_COLUMNS = (list: TopList): string[] => [...MEASURES.map((m) => m.name), ...list.extras];
+
+/** One row per day and group of the org's source rows meeting `where`, with every measure and extra; groups with no span left out. */
+function dayRowsSql(list: TopList, org: string, where: string): string {
+  const values = [...MEASURES.map((m) => `${agg(list, 'sum', m.name)} AS ${m.name}`), ...list.extras.map((e) => `${agg(list, 'min', e)} AS ${e}`)];
+  // HAVING on the alias: ClickHouse reads `spans` there as the aggregate named so.
+  return `SELECT start_date, ${list.group}, ${values.join(', ')} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY start_date, ${list.group} HAVING spans <> 0`;
+}
+
+/** The (day, group) keys of the org's source rows meeting `where` that have spans. */
+function keysSql(list: TopList, org: string, where: string): string {
+  return `SELECT start_date, ${list.group} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY start_date, ${list.group} HAVING ${agg(list, 'sum', 'spans')} <> 0`;
+}
+
+/**
+ * The statements that build the lists of `days` (sorted, at most
+ * TOP_LISTS_CHUNK_DAYS) of one org (`org`: a bound string literal) as of
+ * build `build` (a number above every earlier build's), begun at `builtAt`
+ * (epoch seconds, the server's clock).
+ */
+export function buildTopListSql(
+  list: TopList,
+  name: TopListName,
+  org: string,
+  days: readonly string[],
+  b: { build: number; builtAt: number },
+  perDay: number,
+): string[] {
+  const first = days[0];
+  const last = days[days.length - 1];
+  if (first === undefined || last === undefined) return [];
+  const g = list.group;
+  const inDays = `start_date IN (${dayList(days)})`;
+  const near = `start_date >= ${day(addDays(first, -W))} AND start_date <= ${day(addDays(last, W))}`;
+  const build = `toUInt64(${Math.trunc(b.build)})`;
+  const at = `toDateTime(${Math.trunc(b.builtAt)})`;
+  // The groups of these days that have rows on another day nearby.
+  const multi =
+    `SELECT ${g} FROM (${keysSql(list, org, `${near} AND ${g} IN (SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays})`)}) ` +
+    `GROUP BY ${g} HAVING count() > 1`;
+  const cost = `${agg(list, 'sum', 'total_cost')}`;
+  // Each day's first perDay groups by cost (ties by group).
+  const top =
+    `SELECT start_date, ${g} FROM (SELECT start_date, ${g}, ${cost} AS c FROM ${list.source} WHERE org_id = ${org} AND ${inDays} ` +
+    `GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ORDER BY start_date, c DESC, ${g} LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date`;
+  const columns = ['org_id', 'list_day', 'build', 'start_date', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
+  const values = VALUE_COLUMNS(list).join(', ');
+  return [
+    `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, start_date, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
+      `FROM (${dayRowsSql(list, org, inDays)}) WHERE is_multi OR (start_date, ${g}) IN (${top})`,
+    // The rows of those groups on the days around, once for each of these days they are near.
+    `INSERT INTO ${list.table} (${columns}) SELECT ${org}, list_day, ${build}, start_date, ${g}, 1, ${values} ` +
+      `FROM (${dayRowsSql(list, org, `${near} AND NOT ${inDays} AND ${g} IN (${multi})`)}) n ` +
+      `ALL INNER JOIN (SELECT ${g}, start_date AS list_day FROM (${keysSql(list, org, `${inDays} AND ${g} IN (${multi})`)})) l USING ${g} ` +
+      `WHERE list_day >= start_date - ${W} AND list_day <= start_date + ${W}`,
+    // The mark last: a build's mark is seen only once its rows are.
+    `INSERT INTO ${MARKS} (org_id, list, list_day, build, built_at, groups) SELECT ${org}, '${name}', list_day, ${build}, ${at}, groups ` +
+      `FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
+      `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day`,
+  ];
+}
+
+/**
+ * A list's current rows of an org's days (TopLists.rows): each day and
+ * group's own row, or else the copy of the latest build holding it, among
+ * the latest builds of the lists of those days.
+ */
+export function listRowsSql(list: TopList, name: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart {
+  const g = list.group;
+  const lists = `list_day >= ${day(fromDay)} AND list_day < ${day(toDay)}`;
+  // A day's own row first: its list was built after the day's last change (refresh), while a neighbour's copy may be
+  // older. Among copies, the latest build's (builds are numbered well below 2^62).
+  const latest = (c: string) => `argMax(${c}, if(list_day = start_date, toUInt64(4611686018427387904), toUInt64(0)) + build) AS ${c}`;
+  const values = ['multi', ...VALUE_COLUMNS(list)].map(latest).join(', ');
+  return {
+    sql:
+      `(SELECT org_id, start_date, ${g}, ${values}, toUInt64(0) AS day_rank FROM ${list.table} ` +
+      `WHERE org_id = ? AND ${lists} AND start_date >= ${day(fromDay)} AND start_date < ${day(toDay)} ` +
+      `AND (list_day, build) IN (SELECT list_day, max(build) FROM ${MARKS} WHERE org_id = ? AND list = '${name}' AND ${lists} GROUP BY list_day) ` +
+      `GROUP BY org_id, start_date, ${g}${cond === undefined ? '' : ` HAVING ${cond.sql}`}) l`,
+    params: [orgId, orgId, ...(cond?.params ?? [])],
+  };
+}
+
+/** The group counts of the latest builds of an org's days, summed (TopLists.groupCount). */
+export function groupCountSql(name: TopListName, orgId: string, fromDay: string, toDay: string): SqlPart {
+  return {
+    sql:
+      `(SELECT sum(n) FROM (SELECT argMax(groups, build) AS n FROM ${MARKS} WHERE org_id = ? AND list = '${name}' ` +
+      `AND list_day >= ${day(fromDay)} AND list_day < ${day(toDay)} GROUP BY list_day))`,
+    params: [orgId],
+  };
+}
+
+/** What the lists need of their store's connection. */
+export interface TopListsServer {
+  query(sql: string): Promise<QueryRow[]>;
+  command(sql: string): Promise<void>;
+  /** Runs a mutation (`ALTER TABLE table action`) and waits for it. */
+  mutate(table: string, action: string): Promise<void>;
+}
+
+/**
+ * The top lists of a ClickHouse store. One refresh at a time per store, so
+ * reads that arrive together build a day once.
+ */
+export class ClickHouseTopLists implements TopLists {
+  private chain: Promise<unknown> = Promise.resolve();
+  private lastBuild = 0;
+
+  constructor(
+    private readonly server: TopListsServer,
+    readonly perDay: number = TOP_LISTS_PER_DAY,
+    private readonly marginSeconds: number = CHANGE_MARGIN_SECONDS,
+  ) {}
+
+  rows(name: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart {
+    return listRowsSql(TOP_LISTS[name], name, orgId, fromDay, toDay, cond);
+  }
+
+  groupCount(name: TopListName, orgId: string, fromDay: string, toDay: string): SqlPart {
+    return groupCountSql(name, orgId, fromDay, toDay);
+  }
+
+  refresh(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    const next = this.chain.then(() => this.rebuildStale(name, orgId, fromDay, toDay));
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The days of a range whose latest build began less than the margin after their last change. */
+  async staleDays(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<string[]> {
+    const lo = day(fromDay);
+    const hi = day(toDay);
+    const rows = await this.server.query(
+      bindParams(
+        `SELECT toString(d) AS day, toUInt32(c) AS changed, toUInt32(b) AS built FROM (SELECT start_date AS d, max(changed_at) AS c FROM ${CHANGES} ` +
+          `WHERE org_id = ? AND start_date >= ${lo} AND start_date < ${hi} GROUP BY start_date) c ANY LEFT JOIN ` +
+          `(SELECT list_day AS d, argMax(built_at, build) AS b FROM ${MARKS} WHERE org_id = ? AND list = ? AND list_day >= ${lo} AND list_day < ${hi} ` +
+          'GROUP BY list_day) m USING d',
+        [orgId, orgId, name],
+      ),
+    );
+    return rows
+      .filter((r) => Number(r.built) < Number(r.changed) + Math.max(1, this.marginSeconds))
+      .map((r) => String(r.day))
+      .sort();
+  }
+
+  private async rebuildStale(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    const stale = await this.staleDays(name, orgId, fromDay, toDay);
+    const org = bindParams('?', [orgId]);
+    for (let i = 0; i < stale.length; i += TOP_LISTS_CHUNK_DAYS) {
+      const [now] = await this.server.query('SELECT toUInt32(now()) AS t');
+      // Microseconds of this process's clock, never repeated: two builds of a day in one second are told apart.
+      this.lastBuild = Math.max(Date.now() * 1000, this.lastBuild + 1);
+      const b = { build: this.lastBuild, builtAt: Number(now?.t) };
+      const chunk = stale.slice(i, i + TOP_LISTS_CHUNK_DAYS);
+      for (const sql of buildTopListSql(TOP_LISTS[name], name, org, chunk, b, this.perDay)) await this.server.command(sql);
+    }
+  }
+
+  /**
+   * After an erasure's or a retention's mutations: deletes the lists' rows
+   * that match `where` (over a list's columns; every build's, the replaced
+   * ones too), and records the org's built days before `before` (all, when
+   * undefined) as changed, so that builds that ran meanwhile are built again.
+   */
+  async forget(orgId: string, where: Partial<Record<TopListName, readonly string[]>>, before?: string): Promise<void> {
+    for (const name of Object.keys(where) as TopListName[])
+      for (const w of where[name] ?? []) await this.server.mutate(TOP_LISTS[name].table, `DELETE WHERE ${bindParams('org_id = ?', [orgId])} AND (${w})`);
+    const until = before === undefined ? '' : ` AND list_day < ${day(before)}`;
+    await this.server.command(
+      bindParams(
+        `INSERT INTO ${CHANGES} (org_id, start_date, changed_at) SELECT org_id, list_day, now() FROM ${MARKS} WHERE org_id = ?${until} GROUP BY org_id, list_day`,
+        [orgId],
+      ),
+    );
+  }
+}

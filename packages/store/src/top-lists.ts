@@ -1,0 +1,75 @@
+/**
+ * Per-day top lists, the rule both span stores keep (DuckDB:
+ * duckdb-top-lists.ts, ClickHouse: clickhouse-top-lists.ts): for the
+ * groupings with about as many groups as spans (traces, sessions), each
+ * day's `perDay` costliest groups and every group seen on more than one day,
+ * so that a ranking of up to `perDay` groups over any range reads a few rows
+ * a day instead of every group of every day.
+ */
+import type { TopListName } from './span-store.js';
+
+export type { TopListName };
+
+/** One list: the rollup it is cut from, the group it ranks, its table and its marks. */
+export interface TopList {
+  source: string;
+  group: string;
+  table: string;
+  marks: string;
+  /** Columns of the source kept beside the measures (each the min of the day's rows): a trace's name and customer candidates. */
+  extras: readonly string[];
+}
+
+export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
+  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days', extras: ['name_c', 'customer_c'] },
+  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days', extras: [] },
+};
+
+/** How many groups a day's list keeps: rankings of up to this many groups read the lists. */
+export const TOP_LISTS_PER_DAY = 1000;
+/**
+ * Rows of one group on days at most this far apart are found to be one
+ * group when a day's list is built. A trace or session with a longer pause
+ * between the days of its spans is ranked by the part of its cost within
+ * each stretch.
+ */
+export const TOP_LISTS_WINDOW_DAYS = 7;
+/** Days rebuilt per transaction: bounds what one rebuild holds in memory. */
+export const TOP_LISTS_CHUNK_DAYS = 16;
+
+const DAY_TEXT = /^\d{4}-\d{2}-\d{2}$/;
+
+/** A day's text, checked to be one (the text is the store's own, never a request's: checked all the same). */
+export function checkedDay(day: string): string {
+  if (!DAY_TEXT.test(day)) throw new Error(`not a day: ${JSON.stringify(day)}`);
+  return day;
+}
+
+/** A DATE literal from a day's text. */
+export function dateLiteral(day: string): string {
+  return `DATE '${checkedDay(day)}'`;
+}
+
+/** The day `n` days after `day` (before, when negative). */
+export function addDays(day: string, n: number): string {
+  return new Date(Date.parse(`${checkedDay(day)}T00:00:00Z`) + n * 86_400_000).toISOString().slice(0, 10);
+}
+
+/** How many days there are from `from` up to `to` (exclusive). */
+export function daysBetween(from: string, to: string): number {
+  dateLiteral(from);
+  dateLiteral(to);
+  return Math.max(0, Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000));
+}
+
+/** The days from `from` up to `to` (exclusive) that `marked` lacks, in order. */
+export function unmarkedDays(from: string, to: string, marked: ReadonlySet<string>): string[] {
+  dateLiteral(from);
+  dateLiteral(to);
+  const out: string[] = [];
+  for (let ms = Date.parse(`${from}T00:00:00Z`); ms < Date.parse(`${to}T00:00:00Z`); ms += 86_400_000) {
+    const day = new Date(ms).toISOString().slice(0, 10);
+    if (!marked.has(day)) out.push(day);
+  }
+  return out;
+}
