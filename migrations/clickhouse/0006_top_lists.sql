@@ -1,17 +1,16 @@
 -- Per-day top lists (packages/store/src/clickhouse-top-lists.ts): each day's costliest traces and
--- sessions, and every one seen on more than one day, as a read built them (`build`, increasing).
--- A day's list holds its own rows and, for its groups of several days, their rows of the days
--- around it. A build's rows replace the previous build's rows of the same group and day; readers
--- take each day's latest build (top_list_marks, with the server's clock when it began).
+-- sessions, and every one seen on more than one day (multi), as a read built them (`build`,
+-- increasing). A build's rows replace the previous build's rows of the same day and group;
+-- readers take each day's latest build (top_list_marks, with the server's clock when it began).
 -- top_list_changes records, through a view on spans, when each org's day last got rows (any
--- insert: new spans, re-sent spans, a reprice's corrections, an erasure's); a list built at
--- least a margin after its day's last change is current. Days already stored are recorded as
--- changed now, so their lists are built on first read.
+-- insert: new spans, re-sent spans, a reprice's corrections, an erasure's), and the days a build
+-- found lacking a group of several days; a list built at least a margin after its day's last
+-- change is current. Days already stored are recorded as changed now, so their lists are built
+-- on first read.
 CREATE TABLE IF NOT EXISTS trace_tops (
   org_id String,
-  list_day Date,
-  build UInt64,
   start_date Date,
+  build UInt64,
   trace_id String,
   multi UInt8,
   spans Int64,
@@ -38,13 +37,12 @@ CREATE TABLE IF NOT EXISTS trace_tops (
   customer_c String
 )
 ENGINE = ReplacingMergeTree(build)
-PARTITION BY toYYYYMM(list_day)
-ORDER BY (org_id, list_day, start_date, trace_id);
+PARTITION BY toYYYYMM(start_date)
+ORDER BY (org_id, start_date, trace_id);
 CREATE TABLE IF NOT EXISTS session_tops (
   org_id String,
-  list_day Date,
-  build UInt64,
   start_date Date,
+  build UInt64,
   session_id String,
   multi UInt8,
   spans Int64,
@@ -69,8 +67,8 @@ CREATE TABLE IF NOT EXISTS session_tops (
   total_cost Decimal(38, 18)
 )
 ENGINE = ReplacingMergeTree(build)
-PARTITION BY toYYYYMM(list_day)
-ORDER BY (org_id, list_day, start_date, session_id);
+PARTITION BY toYYYYMM(start_date)
+ORDER BY (org_id, start_date, session_id);
 CREATE TABLE IF NOT EXISTS top_list_marks (
   org_id String,
   list String,

@@ -89,3 +89,15 @@ export function bindParams(sql: string, params: readonly unknown[] = []): string
   if (n !== params.length) throw new Error(`query has ${n} ? placeholder(s) but ${params.length} parameter(s) were given`);
   return out + sql.slice(from);
 }
+
+/**
+ * ORDER BY keys for a cost (a non-negative Decimal), largest first. 18.16
+ * compares a Decimal slowly wherever it is not the only sort key (39k rows
+ * sorted on cost and id: 11 s, on cost alone: 0.04 s), so the cost is
+ * ordered by its Float64 (which never orders two costs the wrong way round,
+ * only ties close ones), then exactly by its text behind the length of its
+ * whole part (text compares as the number does then).
+ */
+export function costDescending(expr: string): string {
+  return `toFloat64(${expr}) DESC, concat(toString(length(toString(toInt64(${expr}))) + 10), toString(${expr})) DESC`;
+}

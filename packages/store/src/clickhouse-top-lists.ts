@@ -13,21 +13,21 @@
  *
  * A build never deletes: its rows carry its number (`build`, increasing), a
  * mark records the day's latest build and the server's clock when it began
- * (`built_at`), and readers take, for each day and group,
- * the day's own row, or else the copy of the latest neighbour's build that
- * holds it. The tables replace a group's older rows as they merge.
+ * (`built_at`), and readers take each day's rows of its latest build. The
+ * tables replace a group's older rows as they merge.
  *
  * A day's list holds its `perDay` costliest groups and every group seen on
- * another day within TOP_LISTS_WINDOW_DAYS, with that group's rows of those
- * days too (`multi`). A group that a day's build saw on one day only, and
- * that later got rows on a neighbouring day, is found by the build of that
- * neighbour, which then holds both rows. So a range's lists hold every row
- * in the range of each group with rows on several of its days; a group with
+ * another day within TOP_LISTS_WINDOW_DAYS (`multi`). A group may get rows on
+ * a neighbouring day after that day's list was built, when it was of one day
+ * and not among the costliest: the build that finds it of several days then
+ * records the neighbour's day as changed, and a refresh builds the days of
+ * its range so recorded before it reads. So the lists of a range hold every
+ * row in it of each group with rows on several of its days, and a group with
  * rows on one of its days only ranks among the first `perDay` of the range
  * only if it does in that day's list.
  */
 import { MEASURES } from '@trace-ingest/shared/rollups';
-import { bindParams } from './clickhouse-sql.js';
+import { bindParams, costDescending } from './clickhouse-sql.js';
 import type { QueryRow, SqlPart, TopListName, TopLists } from './span-store.js';
 import { addDays, checkedDay, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
 
@@ -37,6 +37,8 @@ export const CHANGE_MARGIN_SECONDS = 10;
 const MARKS = 'top_list_marks';
 const CHANGES = 'top_list_changes';
 const W = TOP_LISTS_WINDOW_DAYS;
+/** Builds of a refresh after its first, for days a build found lacking a group of several days. */
+const MAX_PASSES = 8;
 
 const day = (d: string): string => `toDate('${checkedDay(d)}')`;
 const dayList = (days: readonly string[]): string => days.map(day).join(', ');
@@ -51,19 +53,29 @@ const VALUE_COLUMNS = (list: TopList): string[] => [...MEASURES.map((m) => m.nam
 function dayRowsSql(list: TopList, org: string, where: string): string {
   const values = [...MEASURES.map((m) => `${agg(list, 'sum', m.name)} AS ${m.name}`), ...list.extras.map((e) => `${agg(list, 'min', e)} AS ${e}`)];
   // HAVING on the alias: ClickHouse reads `spans` there as the aggregate named so.
-  return `SELECT start_date, ${list.group}, ${values.join(', ')} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY start_date, ${list.group} HAVING spans <> 0`;
+  const keys = `start_date, ${list.group}`;
+  return `SELECT ${keys}, ${values.join(', ')} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY ${keys} HAVING spans <> 0`;
 }
 
 /** The (day, group) keys of the org's source rows meeting `where` that have spans. */
 function keysSql(list: TopList, org: string, where: string): string {
-  return `SELECT start_date, ${list.group} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY start_date, ${list.group} HAVING ${agg(list, 'sum', 'spans')} <> 0`;
+  const keys = `start_date, ${list.group}`;
+  return `SELECT ${keys} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY ${keys} HAVING ${agg(list, 'sum', 'spans')} <> 0`;
+}
+
+/** A list's rows of the latest builds of an org's days meeting `days` (a condition on a day column, given its name). */
+function currentSql(name: TopListName, org: string, days: (column: string) => string): string {
+  const latest = `SELECT list_day, max(build) FROM ${MARKS} WHERE org_id = ${org} AND list = '${name}' AND ${days('list_day')} GROUP BY list_day`;
+  return `org_id = ${org} AND ${days('start_date')} AND (start_date, build) IN (${latest})`;
 }
 
 /**
  * The statements that build the lists of `days` (sorted, at most
  * TOP_LISTS_CHUNK_DAYS) of one org (`org`: a bound string literal) as of
  * build `build` (a number above every earlier build's), begun at `builtAt`
- * (epoch seconds, the server's clock).
+ * (epoch seconds, the server's clock), and then (`neighbours`) the query for
+ * the days around them whose lists lack a group these days found of several
+ * days.
  */
 export function buildTopListSql(
   list: TopList,
@@ -72,10 +84,10 @@ export function buildTopListSql(
   days: readonly string[],
   b: { build: number; builtAt: number },
   perDay: number,
-): string[] {
+): { statements: string[]; neighbours: string } | undefined {
   const first = days[0];
   const last = days[days.length - 1];
-  if (first === undefined || last === undefined) return [];
+  if (first === undefined || last === undefined) return undefined;
   const g = list.group;
   const inDays = `start_date IN (${dayList(days)})`;
   const near = `start_date >= ${day(addDays(first, -W))} AND start_date <= ${day(addDays(last, W))}`;
@@ -89,43 +101,32 @@ export function buildTopListSql(
   // Each day's first perDay groups by cost (ties by group).
   const top =
     `SELECT start_date, ${g} FROM (SELECT start_date, ${g}, ${cost} AS c FROM ${list.source} WHERE org_id = ${org} AND ${inDays} ` +
-    `GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ORDER BY start_date, c DESC, ${g} LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date`;
-  const columns = ['org_id', 'list_day', 'build', 'start_date', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
+    `GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ` +
+    `ORDER BY start_date, ${costDescending('c')}, ${g} LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date`;
+  const columns = ['org_id', 'start_date', 'build', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
   const values = VALUE_COLUMNS(list).join(', ');
-  return [
-    `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, start_date, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
-      `FROM (${dayRowsSql(list, org, inDays)}) WHERE is_multi OR (start_date, ${g}) IN (${top})`,
-    // The rows of those groups on the days around, once for each of these days they are near.
-    `INSERT INTO ${list.table} (${columns}) SELECT ${org}, list_day, ${build}, start_date, ${g}, 1, ${values} ` +
-      `FROM (${dayRowsSql(list, org, `${near} AND NOT ${inDays} AND ${g} IN (${multi})`)}) n ` +
-      `ALL INNER JOIN (SELECT ${g}, start_date AS list_day FROM (${keysSql(list, org, `${inDays} AND ${g} IN (${multi})`)})) l USING ${g} ` +
-      `WHERE list_day >= start_date - ${W} AND list_day <= start_date + ${W}`,
-    // The mark last: a build's mark is seen only once its rows are.
-    `INSERT INTO ${MARKS} (org_id, list, list_day, build, built_at, groups) SELECT ${org}, '${name}', list_day, ${build}, ${at}, groups ` +
-      `FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
-      `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day`,
-  ];
+  const around = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))} AND ${c} NOT IN (${dayList(days)})`;
+  return {
+    statements: [
+      `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
+        `FROM (${dayRowsSql(list, org, inDays)}) WHERE is_multi OR (start_date, ${g}) IN (${top})`,
+      // The mark last: a build's mark is seen only once its rows are.
+      `INSERT INTO ${MARKS} (org_id, list, list_day, build, built_at, groups) SELECT ${org}, '${name}', list_day, ${build}, ${at}, groups ` +
+        `FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
+        `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day`,
+    ],
+    neighbours:
+      `SELECT DISTINCT toString(start_date) AS day FROM (${keysSql(list, org, `${around('start_date')} AND ${g} IN (${multi})`)}) ` +
+      `WHERE (start_date, ${g}) NOT IN (SELECT start_date, ${g} FROM ${list.table} WHERE ${currentSql(name, org, around)} AND multi = 1)`,
+  };
 }
 
-/**
- * A list's current rows of an org's days (TopLists.rows): each day and
- * group's own row, or else the copy of the latest build holding it, among
- * the latest builds of the lists of those days.
- */
+/** A list's rows of the latest build of each of an org's days (TopLists.rows). */
 export function listRowsSql(list: TopList, name: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart {
-  const g = list.group;
-  const lists = `list_day >= ${day(fromDay)} AND list_day < ${day(toDay)}`;
-  // A day's own row first: its list was built after the day's last change (refresh), while a neighbour's copy may be
-  // older. Among copies, the latest build's (builds are numbered well below 2^62).
-  const latest = (c: string) => `argMax(${c}, if(list_day = start_date, toUInt64(4611686018427387904), toUInt64(0)) + build) AS ${c}`;
-  const values = ['multi', ...VALUE_COLUMNS(list)].map(latest).join(', ');
+  const current = currentSql(name, bindParams('?', [orgId]), (c) => `${c} >= ${day(fromDay)} AND ${c} < ${day(toDay)}`);
   return {
-    sql:
-      `(SELECT org_id, start_date, ${g}, ${values}, toUInt64(0) AS day_rank FROM ${list.table} ` +
-      `WHERE org_id = ? AND ${lists} AND start_date >= ${day(fromDay)} AND start_date < ${day(toDay)} ` +
-      `AND (list_day, build) IN (SELECT list_day, max(build) FROM ${MARKS} WHERE org_id = ? AND list = '${name}' AND ${lists} GROUP BY list_day) ` +
-      `GROUP BY org_id, start_date, ${g}${cond === undefined ? '' : ` HAVING ${cond.sql}`}) l`,
-    params: [orgId, orgId, ...(cond?.params ?? [])],
+    sql: `(SELECT *, toUInt64(0) AS day_rank FROM ${list.table} WHERE ${current}${cond === undefined ? '' : ` AND ${cond.sql}`}) l`,
+    params: [...(cond?.params ?? [])],
   };
 }
 
@@ -195,15 +196,30 @@ export class ClickHouseTopLists implements TopLists {
   }
 
   private async rebuildStale(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
-    const stale = await this.staleDays(name, orgId, fromDay, toDay);
     const org = bindParams('?', [orgId]);
-    for (let i = 0; i < stale.length; i += TOP_LISTS_CHUNK_DAYS) {
-      const [now] = await this.server.query('SELECT toUInt32(now()) AS t');
-      // Microseconds of this process's clock, never repeated: two builds of a day in one second are told apart.
-      this.lastBuild = Math.max(Date.now() * 1000, this.lastBuild + 1);
-      const b = { build: this.lastBuild, builtAt: Number(now?.t) };
-      const chunk = stale.slice(i, i + TOP_LISTS_CHUNK_DAYS);
-      for (const sql of buildTopListSql(TOP_LISTS[name], name, org, chunk, b, this.perDay)) await this.server.command(sql);
+    let days = await this.staleDays(name, orgId, fromDay, toDay);
+    // A build may find days around it whose lists lack a group of several days: those of the range are built
+    // next (each pass flags groups a list lacked, so this ends), the others when a read first needs them.
+    for (let pass = 0; days.length > 0 && pass < MAX_PASSES; pass++) {
+      const next = new Set<string>();
+      for (let i = 0; i < days.length; i += TOP_LISTS_CHUNK_DAYS) {
+        const [now] = await this.server.query('SELECT toUInt32(now()) AS t');
+        // Microseconds of this process's clock, never repeated: two builds of a day in one second are told apart.
+        this.lastBuild = Math.max(Date.now() * 1000, this.lastBuild + 1);
+        const chunk = days.slice(i, i + TOP_LISTS_CHUNK_DAYS);
+        const sql = buildTopListSql(TOP_LISTS[name], name, org, chunk, { build: this.lastBuild, builtAt: Number(now?.t) }, this.perDay);
+        if (sql === undefined) continue;
+        for (const s of sql.statements) await this.server.command(s);
+        // The days this pass builds next find those groups themselves.
+        const later = new Set(days.slice(i + TOP_LISTS_CHUNK_DAYS));
+        const lacking = (await this.server.query(sql.neighbours)).map((r) => String(r.day)).filter((d) => !later.has(d));
+        if (lacking.length === 0) continue;
+        await this.server.command(
+          bindParams(`INSERT INTO ${CHANGES} (org_id, start_date, changed_at) SELECT ?, arrayJoin([${dayList(lacking)}]), now()`, [orgId]),
+        );
+        for (const d of lacking) if (d >= fromDay && d < toDay) next.add(d);
+      }
+      days = [...next].sort();
     }
   }
 
@@ -219,7 +235,8 @@ export class ClickHouseTopLists implements TopLists {
     const until = before === undefined ? '' : ` AND list_day < ${day(before)}`;
     await this.server.command(
       bindParams(
-        `INSERT INTO ${CHANGES} (org_id, start_date, changed_at) SELECT org_id, list_day, now() FROM ${MARKS} WHERE org_id = ?${until} GROUP BY org_id, list_day`,
+        `INSERT INTO ${CHANGES} (org_id, start_date, changed_at) ` +
+          `SELECT org_id, list_day, now() FROM ${MARKS} WHERE org_id = ?${until} GROUP BY org_id, list_day`,
         [orgId],
       ),
     );

@@ -321,7 +321,7 @@ export class ClickHouseSpanStore implements SpanStore {
         await this.mutate('traces', `DELETE WHERE ${where}`);
         // The expired traces leave the lists; sessions_daily keeps its rows, as the other rollups do.
         const before = `toDate('${dayText(cut.rowsBefore)}')`;
-        await this.topLists.forget(org, { trace: [`list_day < ${before} OR start_date < ${before}`] }, addDays(dayText(cut.rowsBefore), TOP_LISTS_WINDOW_DAYS));
+        await this.topLists.forget(org, { trace: [`start_date < ${before}`] }, addDays(dayText(cut.rowsBefore), TOP_LISTS_WINDOW_DAYS));
       }
     }
     if (cut.textsBefore !== undefined) {
