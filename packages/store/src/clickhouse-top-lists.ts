@@ -90,22 +90,21 @@ export function buildTopListSql(
   if (first === undefined || last === undefined) return undefined;
   const g = list.group;
   const inDays = `start_date IN (${dayList(days)})`;
-  const near = `start_date >= ${day(addDays(first, -W))} AND start_date <= ${day(addDays(last, W))}`;
   const build = `toUInt64(${Math.trunc(b.build)})`;
   const at = `toDateTime(${Math.trunc(b.builtAt)})`;
+  const near = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))}`;
+  const around = (c: string) => `${near(c)} AND ${c} NOT IN (${dayList(days)})`;
   // The groups of these days that have rows on another day nearby.
   const multi =
-    `SELECT ${g} FROM (${keysSql(list, org, `${near} AND ${g} IN (SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays})`)}) ` +
+    `SELECT ${g} FROM (${keysSql(list, org, `${near('start_date')} AND ${g} IN (SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays})`)}) ` +
     `GROUP BY ${g} HAVING count() > 1`;
-  const cost = `${agg(list, 'sum', 'total_cost')}`;
   // Each day's first perDay groups by cost (ties by group).
   const top =
-    `SELECT start_date, ${g} FROM (SELECT start_date, ${g}, ${cost} AS c FROM ${list.source} WHERE org_id = ${org} AND ${inDays} ` +
+    `SELECT start_date, ${g} FROM (SELECT start_date, ${g}, ${agg(list, 'sum', 'total_cost')} AS c FROM ${list.source} WHERE org_id = ${org} AND ${inDays} ` +
     `GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ` +
     `ORDER BY start_date, ${costDescending('c')}, ${g} LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date`;
   const columns = ['org_id', 'start_date', 'build', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
   const values = VALUE_COLUMNS(list).join(', ');
-  const around = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))} AND ${c} NOT IN (${dayList(days)})`;
   return {
     statements: [
       `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
