@@ -94,6 +94,7 @@ export function buildTopListSql(
   const at = `toDateTime(${Math.trunc(b.builtAt)})`;
   const near = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))}`;
   const around = (c: string) => `${near(c)} AND ${c} NOT IN (${dayList(days)})`;
+  const built = `SELECT ${g} FROM ${list.table} WHERE org_id = ${org} AND ${inDays} AND build = ${build} AND multi = 1`;
   // The groups of these days that have rows on another day nearby.
   const multi =
     `SELECT ${g} FROM (${keysSql(list, org, `${near('start_date')} AND ${g} IN (SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays})`)}) ` +
@@ -115,7 +116,8 @@ export function buildTopListSql(
         `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day`,
     ],
     neighbours:
-      `SELECT DISTINCT toString(start_date) AS day FROM (${keysSql(list, org, `${around('start_date')} AND ${g} IN (${multi})`)}) ` +
+      // The groups this build found of several days, from its own rows: cheaper than finding them again.
+      `SELECT DISTINCT toString(start_date) AS day FROM (${keysSql(list, org, `${around('start_date')} AND ${g} IN (${built})`)}) ` +
       `WHERE (start_date, ${g}) NOT IN (SELECT start_date, ${g} FROM ${list.table} WHERE ${currentSql(name, org, around)} AND multi = 1)`,
   };
 }
