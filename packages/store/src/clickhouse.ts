@@ -358,7 +358,11 @@ export class ClickHouseSpanStore implements SpanStore {
       for (const s of r.s as string[]) sessionIds.add(s);
     }
     const named = rollupsNaming(target.kind).map((r) => ({ table: r.table, where: bindParams(`org_id = ? AND ${r.column} = ?`, [orgId, target.id]) }));
-    const traceWheres = inChunks(traceIds, 5000).map((ids) => bindParams(`org_id = ? AND trace_id IN (${ids.map(() => '?').join(', ')})`, [orgId, ...ids]));
+    // IN lists of at most 5,000 ids, each within ClickHouse's query size.
+    const idsIn = (column: string, ids: readonly string[]) =>
+      inChunks(ids, 5000).map((part) => bindParams(`${column} IN (${part.map(() => '?').join(', ')})`, part));
+    const traceIn = idsIn('trace_id', traceIds);
+    const traceWheres = traceIn.map((w) => `${bindParams('org_id = ?', [orgId])} AND ${w}`);
     let rollupRows = 0;
     for (const w of traceWheres) rollupRows += await this.count('traces', w);
     for (const n of named) rollupRows += await this.count(n.table, n.where);
@@ -376,9 +380,7 @@ export class ClickHouseSpanStore implements SpanStore {
     await this.mutate('spans', `DELETE WHERE ${where}`);
     for (const w of traceWheres) await this.mutate('traces', `DELETE WHERE ${w}`);
     for (const n of named) await this.mutate(n.table, `DELETE WHERE ${n.where}`);
-    const idsIn = (column: string, ids: readonly string[]) =>
-      inChunks(ids, 5000).map((part) => bindParams(`${column} IN (${part.map(() => '?').join(', ')})`, part));
-    await this.topLists.forget(orgId, { trace: idsIn('trace_id', traceIds), session: idsIn('session_id', [...sessionIds]) });
+    await this.topLists.forget(orgId, { trace: traceIn, session: idsIn('session_id', [...sessionIds]) });
     return counts;
   }
 

@@ -9,7 +9,7 @@ import { makeBulkPayload } from '../../../test/factories.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { applyDuckDbMigrations, loadDuckDbMigrations, spansSchemaDrift } from './duckdb-migrations.js';
 import { SpanStoreRejectedError, SpanStoreSchemaError } from './span-store.js';
-import { TOP_LISTS } from './duckdb-top-lists.js';
+import { TOP_LISTS } from './top-lists.js';
 
 const TOP_LIST_TABLES = Object.values(TOP_LISTS).flatMap((l) => [l.table, l.marks]);
 const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_000_000 };

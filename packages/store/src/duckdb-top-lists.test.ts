@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { dateLiteral, rebuildTopListSql, TOP_LISTS, unmarkedDays } from './duckdb-top-lists.js';
+import { rebuildTopListSql } from './duckdb-top-lists.js';
+import { dateLiteral, TOP_LISTS, unmarkedDays } from './top-lists.js';
 
 describe('top lists', () => {
   it('lists the days of a range that have no mark, across a month and a leap day', () => {

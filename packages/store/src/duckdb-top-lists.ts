@@ -22,8 +22,6 @@ import { MEASURES } from '@trace-ingest/shared/rollups';
 import type { SqlPart } from './span-store.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
 
-export * from './top-lists.js';
-
 /** A list's rows for `where`: one per org, day and group, its partial rollup rows summed. */
 function dayRowsSql(list: TopList, where: string): string {
   const sums = MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ');

@@ -26,19 +26,8 @@ import {
   traceDeltaSql,
 } from '@trace-ingest/shared/rollups';
 import { applyDuckDbMigrations, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
-import {
-  dateLiteral,
-  daysBetween,
-  groupCountSql,
-  listRowsSql,
-  rebuildTopListSql,
-  TOP_LISTS,
-  TOP_LISTS_CHUNK_DAYS,
-  TOP_LISTS_PER_DAY,
-  unmarkedDays,
-  unmarkSql,
-  type TopListName,
-} from './duckdb-top-lists.js';
+import { groupCountSql, listRowsSql, rebuildTopListSql, unmarkSql } from './duckdb-top-lists.js';
+import { dateLiteral, daysBetween, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
 import {
   chunksOf,
   ReadOnlyQueryError,

@@ -57,15 +57,15 @@ export function addDays(day: string, n: number): string {
 
 /** How many days there are from `from` up to `to` (exclusive). */
 export function daysBetween(from: string, to: string): number {
-  dateLiteral(from);
-  dateLiteral(to);
+  checkedDay(from);
+  checkedDay(to);
   return Math.max(0, Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000));
 }
 
 /** The days from `from` up to `to` (exclusive) that `marked` lacks, in order. */
 export function unmarkedDays(from: string, to: string, marked: ReadonlySet<string>): string[] {
-  dateLiteral(from);
-  dateLiteral(to);
+  checkedDay(from);
+  checkedDay(to);
   const out: string[] = [];
   for (let ms = Date.parse(`${from}T00:00:00Z`); ms < Date.parse(`${to}T00:00:00Z`); ms += 86_400_000) {
     const day = new Date(ms).toISOString().slice(0, 10);
