@@ -16,12 +16,13 @@
  * (`built_at`), and readers take each day's rows of its latest build. The
  * tables replace a group's older rows as they merge.
  *
- * A day's list holds its `perDay` costliest groups and every group seen on
- * another day within TOP_LISTS_WINDOW_DAYS (`multi`). A group may get rows on
- * a neighbouring day after that day's list was built, when it was of one day
- * and not among the costliest: the build that finds it of several days then
- * records the neighbour's day as changed, and a refresh builds the days of
- * its range so recorded before it reads. So the lists of a range hold every
+ * A day's list holds its `perDay` costliest groups of that day alone and
+ * every group seen on another day within TOP_LISTS_WINDOW_DAYS (`multi`):
+ * a superset of the day's `perDay` costliest, found in one grouping. A
+ * group may get rows on a neighbouring day after that day's list was built,
+ * when it was of one day and not among the costliest: the build that finds
+ * it of several days then records the neighbour's day as changed, and a
+ * refresh builds the days of its range so recorded before it reads. So the lists of a range hold every
  * row in it of each group with rows on several of its days, and a group with
  * rows on one of its days only ranks among the first `perDay` of the range
  * only if it does in that day's list.
@@ -95,21 +96,22 @@ export function buildTopListSql(
   const near = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))}`;
   const around = (c: string) => `${near(c)} AND ${c} NOT IN (${dayList(days)})`;
   const built = `SELECT ${g} FROM ${list.table} WHERE org_id = ${org} AND ${inDays} AND build = ${build} AND multi = 1`;
-  // The groups of these days that have rows on another day nearby.
+  // The groups of these days that have rows on another day nearby, found on their keys alone: a group whose
+  // rows there were erased (its spans sum to 0) is found too, and only keeps its own row in the list.
+  // PREWHERE reads the group column of the days around first; merging the keys' states was most of a day's build.
+  const ofDays = `SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays}`;
   const multi =
-    `SELECT ${g} FROM (${keysSql(list, org, `${near('start_date')} AND ${g} IN (SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays})`)}) ` +
-    `GROUP BY ${g} HAVING count() > 1`;
-  // Each day's first perDay groups by cost (ties by group).
-  const top =
-    `SELECT start_date, ${g} FROM (SELECT start_date, ${g}, ${agg(list, 'sum', 'total_cost')} AS c FROM ${list.source} WHERE org_id = ${org} AND ${inDays} ` +
-    `GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ` +
-    `ORDER BY start_date, ${costDescending('c')}, ${g} LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date`;
+    `SELECT ${g} FROM ${list.source} PREWHERE ${g} IN (${ofDays}) WHERE org_id = ${org} AND ${around('start_date')}` +
+    (days.length > 1 ? ` UNION ALL ${ofDays} GROUP BY ${g} HAVING uniqExact(start_date) > 1` : '');
   const columns = ['org_id', 'start_date', 'build', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
   const values = VALUE_COLUMNS(list).join(', ');
   return {
     statements: [
+      // Each day's first perDay groups of one day by cost (ties by group), and every group of several days: the day's
+      // rows are grouped once, and each group of several days is a LIMIT BY key of its own.
       `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
-        `FROM (${dayRowsSql(list, org, inDays)}) WHERE is_multi OR (start_date, ${g}) IN (${top})`,
+        `FROM (${dayRowsSql(list, org, inDays)}) ORDER BY start_date, ${costDescending('total_cost')}, ${g} ` +
+        `LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date, is_multi, if(is_multi, ${g}, '')`,
       // The mark last: a build's mark is seen only once its rows are.
       `INSERT INTO ${MARKS} (org_id, list, list_day, build, built_at, groups) SELECT ${org}, '${name}', list_day, ${build}, ${at}, groups ` +
         `FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
