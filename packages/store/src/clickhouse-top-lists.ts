@@ -51,11 +51,12 @@ const agg = (list: TopList, fn: 'sum' | 'min', column: string): string => (list.
 const VALUE_COLUMNS = (list: TopList): string[] => [...MEASURES.map((m) => m.name), ...list.extras];
 
 /** One row per day and group of the org's source rows meeting `where`, with every measure and extra; groups with no span left out. */
-function dayRowsSql(list: TopList, org: string, where: string): string {
+function dayRowsSql(list: TopList, org: string, where: string, prewhere?: string): string {
   const values = [...MEASURES.map((m) => `${agg(list, 'sum', m.name)} AS ${m.name}`), ...list.extras.map((e) => `${agg(list, 'min', e)} AS ${e}`)];
   // HAVING on the alias: ClickHouse reads `spans` there as the aggregate named so.
   const keys = `start_date, ${list.group}`;
-  return `SELECT ${keys}, ${values.join(', ')} FROM ${list.source} WHERE org_id = ${org} AND ${where} GROUP BY ${keys} HAVING spans <> 0`;
+  const pre = prewhere === undefined ? '' : ` PREWHERE ${prewhere}`;
+  return `SELECT ${keys}, ${values.join(', ')} FROM ${list.source}${pre} WHERE org_id = ${org} AND ${where} GROUP BY ${keys} HAVING spans <> 0`;
 }
 
 /** The (day, group) keys of the org's source rows meeting `where` that have spans. */
@@ -105,13 +106,22 @@ export function buildTopListSql(
     (days.length > 1 ? ` UNION ALL ${ofDays} GROUP BY ${g} HAVING uniqExact(start_date) > 1` : '');
   const columns = ['org_id', 'start_date', 'build', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
   const values = VALUE_COLUMNS(list).join(', ');
+  // Each day's first perDay groups of one day by cost (ties by group), and every group of several days (each its own
+  // LIMIT BY key).
+  const ranked = (cost: string) =>
+    `ORDER BY start_date, ${costDescending(cost)}, ${g} LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date, is_multi, if(is_multi, ${g}, '')`;
+  const kept =
+    `SELECT ${g} FROM (SELECT start_date, ${g}, ${agg(list, 'sum', 'total_cost')} AS c, ${g} IN (${multi}) AS is_multi FROM ${list.source} ` +
+    `WHERE org_id = ${org} AND ${inDays} GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ${ranked('c')}`;
+  // Grouping every measure of a day's groups is most of a build. One day (as under steady ingest) finds the groups it
+  // keeps on their cost first and groups only theirs whole: 18.16, 42k groups, 614 -> 324 ms. A chunk of days (a
+  // first build) groups its rows once: finding its groups of several days twice cost more (16 days: 3.7 -> 4.8 s).
+  const own =
+    `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
+    (days.length === 1 ? `FROM (${dayRowsSql(list, org, inDays, `${g} IN (${kept})`)})` : `FROM (${dayRowsSql(list, org, inDays)}) ${ranked('total_cost')}`);
   return {
     statements: [
-      // Each day's first perDay groups of one day by cost (ties by group), and every group of several days: the day's
-      // rows are grouped once, and each group of several days is a LIMIT BY key of its own.
-      `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
-        `FROM (${dayRowsSql(list, org, inDays)}) ORDER BY start_date, ${costDescending('total_cost')}, ${g} ` +
-        `LIMIT ${Math.max(0, Math.trunc(perDay))} BY start_date, is_multi, if(is_multi, ${g}, '')`,
+      own,
       // The mark last: a build's mark is seen only once its rows are.
       `INSERT INTO ${MARKS} (org_id, list, list_day, build, built_at, groups) SELECT ${org}, '${name}', list_day, ${build}, ${at}, groups ` +
         `FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
