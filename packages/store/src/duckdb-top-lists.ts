@@ -43,14 +43,22 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
   const inDays = `start_date IN (${days.map(dateLiteral).join(', ')})`;
   const near = `start_date BETWEEN ${dateLiteral(first)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(last)} + ${TOP_LISTS_WINDOW_DAYS}`;
   const ofOrg = `org_id = ${org}`;
+  const n = Math.max(0, Math.trunc(perDay));
   return [
-    `CREATE OR REPLACE TEMP TABLE ti_top_day AS ${dayRowsSql(list, `${ofOrg} AND ${inDays}`)}`,
+    // Keys and cost alone: grouping every measure of every group of a day was most of a rebuild (22k traces: 45 + 102 ms).
+    `CREATE OR REPLACE TEMP TABLE ti_top_day AS SELECT org_id, start_date, ${g}, sum(total_cost) AS total_cost FROM ${list.source} ` +
+      `WHERE ${ofOrg} AND ${inDays} GROUP BY org_id, start_date, ${g} HAVING sum(spans) <> 0`,
     // The neighbouring days' rows of the groups seen on these days: those groups have more than one day.
     `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${near} AND NOT (${inDays}) AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
     `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1`,
+    `CREATE OR REPLACE TEMP TABLE ti_top_kept AS SELECT start_date, ${g}, ` +
+      `row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS day_rank, ${g} IN (SELECT ${g} FROM ti_top_multi) AS multi ` +
+      `FROM ti_top_day QUALIFY day_rank <= ${n} OR multi`,
     `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${inDays} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_top_multi)))`,
-    `INSERT INTO ${list.table} SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS day_rank, ` +
-      `${g} IN (SELECT ${g} FROM ti_top_multi) AS multi FROM ti_top_day) r WHERE day_rank <= ${Math.max(0, Math.trunc(perDay))} OR multi`,
+    // Every measure, of the groups kept only.
+    `INSERT INTO ${list.table} SELECT d.*, k.day_rank, k.multi ` +
+      `FROM (${dayRowsSql(list, `${ofOrg} AND ${inDays} AND ${g} IN (SELECT ${g} FROM ti_top_kept)`)}) d ` +
+      `JOIN ti_top_kept k ON k.start_date = d.start_date AND k.${g} = d.${g}`,
     `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_top_near`,
     `DELETE FROM ${list.marks} WHERE ${ofOrg} AND ${inDays}`,
     `INSERT INTO ${list.marks} SELECT ${org}, v.d, coalesce(c.n, 0) FROM (VALUES ${days.map((d) => `(${dateLiteral(d)})`).join(', ')}) v(d) ` +
@@ -58,6 +66,7 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
     'DROP TABLE ti_top_day',
     'DROP TABLE ti_top_near',
     'DROP TABLE ti_top_multi',
+    'DROP TABLE ti_top_kept',
   ];
 }
 
