@@ -152,7 +152,7 @@ export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
   expect(await groupLabels(store, { ...whole, groups: traces })).toEqual(await groupLabels(scan, { ...whole, groups: traces }));
   const customers = { ...whole, by: 'customer' as const, groups: ['cust-1', 'cust-2', ''] };
   expect(await groupLabels(store, customers)).toEqual(await groupLabels(scan, customers));
-  // A chart's series: one cost per group and day, of the groups asked for or of all.
+  // A chart's series: one cost and span count per group and day, of the groups asked for or of all.
   for (const [by, groups] of [
     ['customer', ['cust-1', '']],
     ['customer', undefined],
@@ -163,12 +163,12 @@ export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
     expect(series.length).toBeGreaterThan(0);
     expect(series, `daily costs by ${by}`).toEqual(await dailyCosts(scan, f));
     const rows = (await usageReport(scan, { ...f, then: 'day' })).filter((r) => groups === undefined || (groups as readonly string[]).includes(r.group));
-    expect(sortSeries(series)).toEqual(sortSeries(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost }))));
+    expect(sortSeries(series)).toEqual(sortSeries(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost, spans: r.spans }))));
   }
   expect(await traceSpans(store, { orgId: 'org_a', traceId: 'trace-5' })).toEqual(await traceSpans(scan, { orgId: 'org_a', traceId: 'trace-5' }));
 }
 
-const sortSeries = (xs: readonly { group: string; day: string; cost: string }[]) =>
+const sortSeries = (xs: readonly { group: string; day: string; cost: string; spans: number }[]) =>
   [...xs].sort((a, b) => (a.group === b.group ? (a.day < b.day ? -1 : 1) : a.group < b.group ? -1 : 1));
 
 /**

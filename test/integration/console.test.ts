@@ -489,8 +489,16 @@ describe('console API on ClickHouse', () => {
     const customers = await get<{ rows: UsageRow[]; total: UsageRow; daily: Record<string, string[]> }>(`customers?${q}`);
     expect(customers.rows).toEqual(await usage(ctx, { org: 'acme', from: FROM, to: TO, by: 'customer' }));
     expect(customers.daily.c2).toHaveLength(7);
-    const overview = await get<{ rows: UsageRow[]; series: { day: string; cost: string }[] }>(`overview?${q}`);
+    const overview = await get<{ rows: UsageRow[]; series: { day: string; model: string; spans: number; cost: string }[] }>(`overview?${q}`);
     expect(overview.rows).toEqual(await usage(ctx, { org: 'acme', from: FROM, to: TO, by: 'model' }));
+    // The charts' series: spans and cost per day and model, as the report by day then model has them.
+    const orgId = (await t.keys.getOrg('acme'))?.id ?? '';
+    const byDayModel = await usageReport(store, { orgId, from: Date.parse(FROM), to: Date.parse(TO) + 86_400_000, by: 'day', then: 'model' });
+    const bySeries = (a: { day: string; model: string }, b: { day: string; model: string }) => (a.day + a.model < b.day + b.model ? -1 : 1);
+    expect(overview.series.length).toBeGreaterThan(7);
+    expect([...overview.series].sort(bySeries)).toEqual(
+      byDayModel.map((r) => ({ day: r.group, model: r.subgroup ?? '', spans: r.spans, cost: r.costs.total_cost })).sort(bySeries),
+    );
     const trace = await get<{ spans: { spanId: string }[]; totalCost: string }>('traces/agent-run-12?org=acme');
     expect(trace.spans.map((s) => s.spanId)).toEqual(['root-12', 'plan-12', 'tool-12', 'write-12']);
     const byTrace = await usage(ctx, { org: 'acme', from: FROM, to: TO, by: 'trace' });
