@@ -128,8 +128,8 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   api.get('/overview', async (req, res) => {
     const q = rangeOf(req);
     const org = await orgOf(res, q.org);
-    // Two measures per model and day, packed: a full report by day and model summed and converted twenty (10M spans: 59 -> 11 ms).
-    const byDayModel = await dailyCosts(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'model' });
+    // Two measures per model and day, packed; a full report by day and model sums and converts twenty (10M spans: 59 -> 11 ms).
+    const perDay = await dailyCosts(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'model' });
     const byModel = await usageReport(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'model' });
     const month = utcMonth(now());
     const monthStart = Date.parse(`${month}-01T00:00:00Z`);
@@ -147,7 +147,7 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
       range: { from: q.from, to: q.to },
       days: q.days,
       models: byModel.map((r) => r.group),
-      series: byDayModel.map((r) => ({ day: r.day, model: r.group, spans: r.spans, cost: r.cost })),
+      series: perDay.map((r) => ({ day: r.day, model: r.group, spans: r.spans, cost: r.cost })),
       rows: byModel,
       total: usageTotals(byModel),
       monthToDate: {

@@ -425,12 +425,13 @@ async function fromTopList(
     `UNION ALL SELECT ${group}, sum(total_cost) AS c FROM ${multi.sql} GROUP BY ${group} HAVING sum(spans) <> 0) r ` +
     `ORDER BY ${d.costDesc('c')}, ${group} LIMIT ${limit}`;
   const rankedParams = [...single.params, ...multi.params];
+  const of = (groups: SqlPart) => rows({ sql: `(day_rank <= ${limit} OR multi) AND ${group} IN (${groups.sql})`, params: groups.params });
   let read: SqlPart;
   if (d.ranksApart) {
     const ids = (await store.query(ranked, rankedParams)).map((r) => String(r[group]));
     if (ids.length === 0) return [];
-    read = rows({ sql: `(day_rank <= ${limit} OR multi) AND ${group} IN (${ids.map(() => '?').join(', ')})`, params: ids });
-  } else read = rows({ sql: `(day_rank <= ${limit} OR multi) AND ${group} IN (${ranked})`, params: rankedParams });
+    read = of({ sql: ids.map(() => '?').join(', '), params: ids });
+  } else read = of({ sql: ranked, params: rankedParams });
   // In no order: usageReport sorts the rows exactly.
   const sql = `SELECT ${group} AS grp, ${sumsSql()} FROM ${read.sql} GROUP BY ${group}`;
   return (await store.query(asText(d, sql, false), read.params)).map((r) => toUsageRow(r, false));
