@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ClickHouseSpanStore, type ClickHouseSpanStoreOptions } from '@trace-ingest/store/clickhouse';
-import { reprice, usageReport } from '@trace-ingest/store/reports';
+import { countGroups, groupLabels, RefreshScope, reprice, usageReport } from '@trace-ingest/store/reports';
 import type { SpanRow } from '@trace-ingest/shared/rows';
 import { buf, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../rollup-traffic.js';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
@@ -115,6 +115,36 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       await store.close();
     }
   }, 120_000);
+
+  it("builds a day just written once for a page's ranking, count and labels that share a scope", async () => {
+    // The default margin: every read within 10 s of a day's last write builds its list again.
+    const store = await freshStore({ topListsPerDay: 3 });
+    try {
+      for (const b of traffic(5)) await store.insertLines(buf(b.rows), b.rows.length);
+      const [d] = await store.query("SELECT uniqExact(start_date) AS n FROM spans WHERE org_id = 'org_a'");
+      const days = Number(d?.n);
+      // Every day of the traffic, and none within the labels' week on either side.
+      const window = { orgId: 'org_a', from: Date.parse('2026-09-20T00:00:00Z'), to: Date.parse('2026-10-20T00:00:00Z') };
+      const stale = vi.spyOn(store.topLists, 'staleDays');
+      const built = async () => (await Promise.all(stale.mock.results.map((r) => r.value as Promise<string[]>))).flat().length;
+      const page = async (scope?: RefreshScope) => {
+        const [rows, count] = await Promise.all([
+          usageReport(store, { ...window, by: 'trace', limit: 3 }, scope),
+          countGroups(store, { ...window, by: 'trace' }, scope),
+        ]);
+        return { rows, count, labels: await groupLabels(store, { ...window, by: 'trace', groups: rows.map((r) => r.group) }, scope) };
+      };
+      const apart = await page();
+      expect(await built()).toBe(3 * days);
+      stale.mockClear();
+      const shared = await page(new RefreshScope());
+      expect(await built()).toBe(days);
+      expect(shared).toEqual(apart);
+      expect(shared.count).toBe(60);
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 
   it("finds a trace of two days whose first day's list was built before its second day had rows", async () => {
     const store = await freshStore({ topListsPerDay: 3, topListsMarginSeconds: 1 });

@@ -15,7 +15,7 @@ import type { Pricing } from '@trace-ingest/store/pricing';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import type { BudgetStatus } from './budgets.js';
 import type { ControlStore, Org } from '@trace-ingest/store/control-store-types';
-import { countGroups, dailyCosts, groupLabels, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
+import { countGroups, dailyCosts, groupLabels, RefreshScope, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
 import type { Metrics } from './metrics.js';
@@ -241,12 +241,14 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     const q = rangeOf(req);
     const org = await orgOf(res, q.org);
     const window = { orgId: org.id, from: q.fromMs, to: q.toMs };
+    // The ranking, the count and the labels read one build of each day's list.
+    const scope = new RefreshScope();
     const [rows, count, byModel] = await Promise.all([
-      usageReport(deps.spans, { ...window, by: 'trace', limit: MAX_TRACES }),
-      countGroups(deps.spans, { ...window, by: 'trace' }),
+      usageReport(deps.spans, { ...window, by: 'trace', limit: MAX_TRACES }, scope),
+      countGroups(deps.spans, { ...window, by: 'trace' }, scope),
       usageReport(deps.spans, { ...window, by: 'model' }),
     ]);
-    const labels = await groupLabels(deps.spans, { ...window, by: 'trace', groups: rows.map((r) => r.group) });
+    const labels = await groupLabels(deps.spans, { ...window, by: 'trace', groups: rows.map((r) => r.group) }, scope);
     // The total of the whole range, not of the traces shown.
     res.json({ org: orgJson(org), range: { from: q.from, to: q.to }, rows, count, total: usageTotals(byModel), labels });
   });

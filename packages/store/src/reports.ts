@@ -5,7 +5,9 @@ import type { Span } from '@trace-ingest/shared/schema';
 import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
 import type { CostChange, QueryRow, SpanStore, SqlPart } from './span-store.js';
 import { costDescending } from './clickhouse-sql.js';
-import { dateLiteral, TOP_LISTS, type TopListName } from './top-lists.js';
+import { dateLiteral, RefreshScope, TOP_LISTS, type TopListName } from './top-lists.js';
+
+export { RefreshScope };
 
 /**
  * Cost and usage reports over the span store, one row per span counted (the
@@ -149,9 +151,10 @@ function dayBounds(d: ReportDialect, from: number, to: number): string[] {
 /**
  * Usage grouped by one dimension (and optionally a second inside it). With
  * `limit`, only that many groups of the largest cost are read (one level of
- * grouping only), so a range with millions of traces stays cheap.
+ * grouping only), so a range with millions of traces stays cheap. Reads
+ * that share a `scope` bring each top list day up to date once among them.
  */
-export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
+export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, scope?: RefreshScope): Promise<UsageRow[]> {
   const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then, f.customerId !== undefined) : undefined;
   if (source === undefined) return scanReport(store, f);
   const { days, edges } = splitRange(f.from, f.to);
@@ -159,7 +162,7 @@ export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: n
   // With partial days at the edges the ranked cut is made after they are added in.
   const limit = edges.length === 0 ? f.limit : undefined;
   if (days !== undefined)
-    parts.push(await (source === 'traces' ? traceReport(store, { ...f, limit }, days) : dailyReport(store, { ...f, limit }, days, source)));
+    parts.push(await (source === 'traces' ? traceReport(store, { ...f, limit }, days, scope) : dailyReport(store, { ...f, limit }, days, source, scope)));
   for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
   const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
   return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
@@ -323,6 +326,7 @@ async function dailyReport(
   f: UsageFilter & { limit?: number | undefined },
   days: { from: string; to: string },
   source: DailySource,
+  scope?: RefreshScope,
 ): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
   const group = source.groups[f.by] as string;
@@ -335,7 +339,7 @@ async function dailyReport(
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY ${d.costDesc('sum(total_cost)')}, grp LIMIT ${rowCount(f.limit)}` : '';
   if (ranked !== '' && f.by === 'session' && f.customerId === undefined) {
-    const top = await fromTopList(store, 'session', f, days);
+    const top = await fromTopList(store, 'session', f, days, scope);
     if (top !== undefined) return top;
   }
   if (ranked !== '' && RANKED_FIRST.has(f.by)) {
@@ -358,10 +362,15 @@ async function dailyReport(
  * rows of the neighbouring days count, as at insert) and its measures of the
  * range's days, grouped by trace or by a resolved field.
  */
-async function traceReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, days: { from: string; to: string }): Promise<UsageRow[]> {
+async function traceReport(
+  store: SpanStore,
+  f: UsageFilter & { limit?: number | undefined },
+  days: { from: string; to: string },
+  scope?: RefreshScope,
+): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
   if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
-    const top = await fromTopList(store, 'trace', f, days);
+    const top = await fromTopList(store, 'trace', f, days, scope);
     if (top !== undefined) return top;
     // Per trace with no field to resolve: the rows of the range's days alone.
     const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.costDesc(d.rollup.traceMerge('sum', 'total_cost'))}, grp LIMIT ${rowCount(f.limit)}`;
@@ -408,10 +417,11 @@ async function fromTopList(
   name: TopListName,
   f: UsageFilter & { limit?: number | undefined },
   days: { from: string; to: string },
+  scope = new RefreshScope(),
 ): Promise<UsageRow[] | undefined> {
   const lists = store.topLists;
   if (!store.rollups || lists === undefined || f.limit === undefined || f.limit > lists.perDay) return undefined;
-  await lists.refresh(name, f.orgId, days.from, days.to);
+  await scope.refresh(lists, name, f.orgId, days.from, days.to);
   const d = reportDialect(store.kind);
   const { group } = TOP_LISTS[name];
   const limit = rowCount(f.limit);
@@ -485,7 +495,7 @@ export async function dailyCosts(
 const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText(a.group, b.group) || byText(a.day, b.day));
 
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
-export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>): Promise<number> {
+export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>, scope = new RefreshScope()): Promise<number> {
   const d = reportDialect(store.kind);
   const { days, edges } = splitRange(f.from, f.to);
   const lists = store.topLists;
@@ -499,7 +509,7 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
     days !== undefined
   ) {
     // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
-    await lists.refresh('trace', f.orgId, days.from, days.to);
+    await scope.refresh(lists, 'trace', f.orgId, days.from, days.to);
     const total = lists.groupCount('trace', f.orgId, days.from, days.to);
     const multi = lists.rows('trace', f.orgId, days.from, days.to, { sql: 'multi', params: [] });
     const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
@@ -530,6 +540,7 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
 export async function groupLabels(
   store: SpanStore,
   f: Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] },
+  scope = new RefreshScope(),
 ): Promise<Record<string, { name: string; customer?: string }>> {
   if (f.groups.length === 0) return {};
   const d = reportDialect(store.kind);
@@ -554,7 +565,7 @@ export async function groupLabels(
       if (lists !== undefined) {
         // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
         const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
-        await lists.refresh('trace', f.orgId, first, last);
+        await scope.refresh(lists, 'trace', f.orgId, first, last);
         await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
       }
       const rest = f.groups.filter((g) => out[g] === undefined);

@@ -73,3 +73,44 @@ export function unmarkedDays(from: string, to: string, marked: ReadonlySet<strin
   }
   return out;
 }
+
+/** What a scope needs of a store's lists. */
+interface Refreshing {
+  refresh(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void>;
+}
+
+/**
+ * The reads of one request (the console's traces page: its ranking, its
+ * count and its labels) bring each day of a list up to date once among
+ * them, so they read one build. On ClickHouse every read of a day changed
+ * within the margin builds that day again: under steady ingest the page
+ * built today's list three times, and its three reads could see three
+ * builds.
+ */
+export class RefreshScope {
+  private readonly days = new Map<string, Promise<void>>();
+
+  /** Refreshes the range's days this scope has not refreshed (a run of such days at a time), and waits for every day of the range. */
+  async refresh(lists: Refreshing, name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    const waits = new Set<Promise<void>>();
+    let run: string[] = [];
+    const start = () => {
+      const [first, last] = [run[0], run.at(-1)];
+      if (first === undefined || last === undefined) return;
+      const p = lists.refresh(name, orgId, first, addDays(last, 1));
+      for (const day of run) this.days.set(`${name}\0${orgId}\0${day}`, p);
+      waits.add(p);
+      run = [];
+    };
+    for (const day of unmarkedDays(fromDay, toDay, new Set())) {
+      const known = this.days.get(`${name}\0${orgId}\0${day}`);
+      if (known === undefined) run.push(day);
+      else {
+        start();
+        waits.add(known);
+      }
+    }
+    start();
+    await Promise.all(waits);
+  }
+}
