@@ -6,7 +6,8 @@
 // spans per trace, 1-3 KB input and output text on llm spans, priced by the real catalog)
 // through the span store's own insert path (the flusher's: insertLines), and at 0 rows and at
 // each --rows checkpoint measures, on the same store:
-//   - insert (flush) cost per row: wall and CPU µs, median of the 20 inserts after the checkpoint;
+//   - insert (flush) cost per row: wall and CPU µs, median of the 20 inserts after the checkpoint (at the last one,
+//     also of 20 more after closing and opening the store again: what the size costs apart from the loading process's state);
 //   - the first ranking by trace and by session after the load (it rebuilds the top lists of the days the load changed);
 //   - every `usage --by` grouping over 90 days, through the running server's admin socket (what
 //     `trace-ingest usage` calls, without the CLI's ~0.3 s of start-up);
@@ -115,8 +116,8 @@ async function main() {
   const end = Math.floor(Date.now() / DAY) * DAY;
   const from = end - 90 * DAY;
   const rand = prng(42);
-  // Beyond the last checkpoint: the 20 inserts measured there.
-  const total = o.rows.at(-1) + 21 * o.batch;
+  // Beyond the last checkpoint: the 40 inserts measured there.
+  const total = o.rows.at(-1) + 41 * o.batch;
   const source = traces(total, end, rand);
   let store = await openStore();
   let stored = 0;
@@ -222,11 +223,21 @@ async function main() {
       if (stored % (o.batch * 200) < o.batch)
         console.error(`  growth: ${stored} rows stored (${((stored / (performance.now() - loadStart)) * 1000).toFixed(0)} rows/s overall)`);
     }
-    const flush = [];
     // The inserts right after the checkpoint: what a flush costs at this size (the last checkpoint keeps its rows).
-    for (let i = 0; i < 20; i++) {
-      const f = await insertBatch();
-      if (f !== undefined) flush.push(f);
+    const twenty = async () => {
+      const flush = [];
+      for (let i = 0; i < 20; i++) {
+        const f = await insertBatch();
+        if (f !== undefined) flush.push(f);
+      }
+      return flush;
+    };
+    const flush = await twenty();
+    let reopened;
+    if (cp === o.rows.at(-1)) {
+      await store.close();
+      store = await openStore();
+      reopened = await twenty();
     }
     const reads = cp === 0 ? undefined : await measureReads();
     const r = {
@@ -234,6 +245,7 @@ async function main() {
       storedAtMeasure: stored,
       flushWallUs: median(flush.map((f) => f.wallUs)),
       flushCpuUs: median(flush.map((f) => f.cpuUs)),
+      flushReopenedWallUs: reopened === undefined ? NaN : median(reopened.map((f) => f.wallUs)),
       ...reads,
     };
     results.push(r);
@@ -259,6 +271,7 @@ function print(kind, results) {
   const lines = [
     ['flush wall µs/row', ...results.map((r) => (Number.isFinite(r.flushWallUs) ? r.flushWallUs.toFixed(0) : '–'))],
     ['flush CPU µs/row', ...results.map((r) => (Number.isFinite(r.flushCpuUs) ? r.flushCpuUs.toFixed(0) : '–'))],
+    ['flush wall µs/row, store reopened', ...results.map((r) => (Number.isFinite(r.flushReopenedWallUs) ? r.flushReopenedWallUs.toFixed(0) : '–'))],
     ...['trace', 'session'].map((g) => [`first --by ${g} after load`, ...results.map((r) => ms(r.firstRanking?.[g]))]),
     ...GROUPS.map((g) => [`usage --by ${g}`, ...results.map((r) => ms(r.usage?.[g]))]),
     ...['overview', 'customers', 'models', 'traces', 'one trace'].map((p) => [`console ${p}`, ...results.map((r) => ms(r.console?.[p]))]),
