@@ -62,9 +62,16 @@ describe('RefreshScope', () => {
     expect(lists.calls).toEqual(['trace org_a 2026-10-05..2026-10-07', 'trace org_a 2026-10-05..2026-10-07']);
   });
 
-  it('refreshes nothing for an empty range', async () => {
+  it('refreshes nothing for an empty range, and any range in one call', async () => {
     const lists = recording();
-    await new RefreshScope().refresh(lists, 'trace', 'org_a', '2026-10-05', '2026-10-05');
+    const scope = new RefreshScope();
+    await scope.refresh(lists, 'trace', 'org_a', '2026-10-05', '2026-10-05');
     expect(lists.calls).toEqual([]);
+    // Ranges, not days, are kept: a range of millennia costs what a day does.
+    const all = scope.refresh(lists, 'trace', 'org_a', '0001-01-01', '9999-12-31');
+    lists.finish();
+    await all;
+    await scope.refresh(lists, 'trace', 'org_a', '1970-01-01', '2100-01-01');
+    expect(lists.calls).toEqual(['trace org_a 0001-01-01..9999-12-31']);
   });
 });

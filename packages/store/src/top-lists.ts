@@ -88,29 +88,32 @@ interface Refreshing {
  * builds.
  */
 export class RefreshScope {
-  private readonly days = new Map<string, Promise<void>>();
+  /** Per list and org, the ranges of days refreshed (or being refreshed) in this scope: disjoint, in the order made. */
+  private readonly ranges = new Map<string, { from: string; to: string; refreshed: Promise<void> }[]>();
 
-  /** Refreshes the range's days this scope has not refreshed (a run of such days at a time), and waits for every day of the range. */
+  /** Refreshes the parts of the range this scope has not refreshed, and waits for every part of it. */
   async refresh(lists: Refreshing, name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    checkedDay(fromDay);
+    checkedDay(toDay);
+    const key = `${name}\0${orgId}`;
+    const known = this.ranges.get(key) ?? [];
+    this.ranges.set(key, known);
     const waits = new Set<Promise<void>>();
-    let run: string[] = [];
-    const start = () => {
-      const [first, last] = [run[0], run.at(-1)];
-      if (first === undefined || last === undefined) return;
-      const p = lists.refresh(name, orgId, first, addDays(last, 1));
-      for (const day of run) this.days.set(`${name}\0${orgId}\0${day}`, p);
-      waits.add(p);
-      run = [];
-    };
-    for (const day of unmarkedDays(fromDay, toDay, new Set())) {
-      const known = this.days.get(`${name}\0${orgId}\0${day}`);
-      if (known === undefined) run.push(day);
-      else {
-        start();
-        waits.add(known);
-      }
+    const gaps: [string, string][] = [];
+    // Day texts (YYYY-MM-DD) order as their days do.
+    let at = fromDay;
+    for (const r of [...known].sort((a, b) => (a.from < b.from ? -1 : 1))) {
+      if (r.to <= at || r.from >= toDay) continue;
+      if (r.from > at) gaps.push([at, r.from]);
+      waits.add(r.refreshed);
+      at = r.to;
     }
-    start();
+    if (at < toDay) gaps.push([at, toDay]);
+    for (const [from, to] of gaps) {
+      const refreshed = lists.refresh(name, orgId, from, to);
+      known.push({ from, to, refreshed });
+      waits.add(refreshed);
+    }
     await Promise.all(waits);
   }
 }
