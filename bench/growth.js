@@ -152,6 +152,16 @@ async function main() {
     return { wallUs: (wall * 1000) / n, cpuUs: (c.user + c.system) / n };
   };
 
+  /** The costs of the next 20 inserts. */
+  const twentyInserts = async () => {
+    const flush = [];
+    for (let i = 0; i < 20; i++) {
+      const f = await insertBatch();
+      if (f !== undefined) flush.push(f);
+    }
+    return flush;
+  };
+
   const measureReads = async () => {
     await store.close();
     const port = await freePort();
@@ -224,20 +234,12 @@ async function main() {
         console.error(`  growth: ${stored} rows stored (${((stored / (performance.now() - loadStart)) * 1000).toFixed(0)} rows/s overall)`);
     }
     // The inserts right after the checkpoint: what a flush costs at this size (the last checkpoint keeps its rows).
-    const twenty = async () => {
-      const flush = [];
-      for (let i = 0; i < 20; i++) {
-        const f = await insertBatch();
-        if (f !== undefined) flush.push(f);
-      }
-      return flush;
-    };
-    const flush = await twenty();
+    const flush = await twentyInserts();
     let reopened;
     if (cp === o.rows.at(-1)) {
       await store.close();
       store = await openStore();
-      reopened = await twenty();
+      reopened = await twentyInserts();
     }
     const reads = cp === 0 ? undefined : await measureReads();
     const r = {
@@ -268,10 +270,11 @@ async function main() {
 function print(kind, results) {
   const cols = results.map((r) => (r.rows === 0 ? 'empty' : r.rows >= 1e6 ? `${r.rows / 1e6}M` : String(r.rows)));
   const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v < 10 ? 1 : 0)} ms` : '–');
+  const us = (v) => (Number.isFinite(v) ? v.toFixed(0) : '–');
   const lines = [
-    ['flush wall µs/row', ...results.map((r) => (Number.isFinite(r.flushWallUs) ? r.flushWallUs.toFixed(0) : '–'))],
-    ['flush CPU µs/row', ...results.map((r) => (Number.isFinite(r.flushCpuUs) ? r.flushCpuUs.toFixed(0) : '–'))],
-    ['flush wall µs/row, store reopened', ...results.map((r) => (Number.isFinite(r.flushReopenedWallUs) ? r.flushReopenedWallUs.toFixed(0) : '–'))],
+    ['flush wall µs/row', ...results.map((r) => us(r.flushWallUs))],
+    ['flush CPU µs/row', ...results.map((r) => us(r.flushCpuUs))],
+    ['flush wall µs/row, store reopened', ...results.map((r) => us(r.flushReopenedWallUs))],
     ...['trace', 'session'].map((g) => [`first --by ${g} after load`, ...results.map((r) => ms(r.firstRanking?.[g]))]),
     ...GROUPS.map((g) => [`usage --by ${g}`, ...results.map((r) => ms(r.usage?.[g]))]),
     ...['overview', 'customers', 'models', 'traces', 'one trace'].map((p) => [`console ${p}`, ...results.map((r) => ms(r.console?.[p]))]),

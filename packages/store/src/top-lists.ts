@@ -6,7 +6,7 @@
  * so that a ranking of up to `perDay` groups over any range reads a few rows
  * a day instead of every group of every day.
  */
-import type { TopListName } from './span-store.js';
+import type { TopListName, TopLists } from './span-store.js';
 
 export type { TopListName };
 
@@ -74,11 +74,6 @@ export function unmarkedDays(from: string, to: string, marked: ReadonlySet<strin
   return out;
 }
 
-/** What a scope needs of a store's lists. */
-interface Refreshing {
-  refresh(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void>;
-}
-
 /**
  * The reads of one request (the console's traces page: its ranking, its
  * count and its labels) bring each day of a list up to date once among
@@ -92,7 +87,7 @@ export class RefreshScope {
   private readonly ranges = new Map<string, { from: string; to: string; refreshed: Promise<void> }[]>();
 
   /** Refreshes the parts of the range this scope has not refreshed, and waits for every part of it. */
-  async refresh(lists: Refreshing, name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+  async refresh(lists: Pick<TopLists, 'refresh'>, name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
     checkedDay(fromDay);
     checkedDay(toDay);
     const key = `${name}\0${orgId}`;
