@@ -24,10 +24,10 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin" ;; esac
 PG_PORT=5432
 REDIS_PORT=6379
 
-# --- Node itself: the one thing this script does not install.
-have node || stop "Node.js 20.19 or later is required: install it (https://nodejs.org or your package manager), then run npm run test:fresh again"
-node -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>20||(a===20&&b>=19)?0:1)' ||
-  stop "Node.js $(node --version) is too old: install Node.js 20.19 or later"
+# --- Node.js of the project's major (.nvmrc), fetched from the npm registry when the machine has another.
+# shellcheck source=scripts/node-env.sh
+source scripts/node-env.sh || stop "Node.js $(sed -n 1p .nvmrc) is required: install it, then run npm run test:fresh again"
+say "Node.js $(node --version)"
 
 # --- Debian packages that are missing.
 missing=()
@@ -102,10 +102,12 @@ if [ ! -f "$CHDB_PREFIX/node_modules/chdb/package.json" ]; then
 fi
 export CHDB_MODULE_DIR="$CHDB_PREFIX/node_modules/chdb"
 
-# --- npm dependencies, when absent or older than the lock file.
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# --- npm dependencies, when absent, older than the lock file, or built by another Node.js (native addons).
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] ||
+  [ "$(cat node_modules/.node-version 2>/dev/null)" != "$(node --version)" ]; then
   say "installing npm dependencies (npm ci)"
   npm ci --no-audit --no-fund || stop "npm ci failed (see above)"
+  node --version >node_modules/.node-version
 fi
 
 say "running npm test"
