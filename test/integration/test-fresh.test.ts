@@ -21,7 +21,13 @@ function barePath(extra: readonly string[] = []): string {
     expect(found, tool).not.toBe('');
     fs.symlinkSync(found, path.join(dir, tool));
   }
-  fs.symlinkSync(process.execPath, path.join(dir, 'node'));
+  // A link to the binary itself, not a symlink: Node.js may live under a folder only root can enter (/root/.cache).
+  try {
+    fs.linkSync(process.execPath, path.join(dir, 'node'));
+  } catch {
+    fs.copyFileSync(process.execPath, path.join(dir, 'node'));
+    fs.chmodSync(path.join(dir, 'node'), 0o755);
+  }
   return dir;
 }
 
