@@ -1,10 +1,26 @@
 /**
  * CSV as the CLI prints it and the console downloads it (RFC 4180 quoting,
  * columns from the first row), so an export from either matches the other.
+ *
+ * Every cell is safe to open in a spreadsheet: text that starts with `=`,
+ * `+`, `-`, `@`, a tab or a carriage return (OWASP's CSV injection rule) gets
+ * a leading `'`, so a customer id such as `=HYPERLINK(...)` sent by any
+ * ingest key is shown as text, never run as a formula. A number, and text
+ * that is a plain decimal number (`-0.5`, exact costs), is left as it is.
+ * JSON, NDJSON and Parquet keep the exact value.
  */
 
+const FORMULA_START = /^[=+\-@\t\r]/;
+const PLAIN_NUMBER = /^[-+]?\d+(\.\d+)?([eE][-+]?\d+)?$/;
+
+/** The text of a cell a spreadsheet shows as text: OWASP's leading quote where it could start a formula. */
+export function neutralizeFormula(s: string): string {
+  return FORMULA_START.test(s) && !PLAIN_NUMBER.test(s) ? `'${s}` : s;
+}
+
 export function csvCell(v: unknown): string {
-  const s = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v as string | number | boolean);
+  const raw = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v as string | number | boolean);
+  const s = typeof v === 'number' || typeof v === 'bigint' ? raw : neutralizeFormula(raw);
   return /[",\n\r]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
 
@@ -13,7 +29,7 @@ export function toCsv(rows: readonly Record<string, unknown>[]): string {
   const first = rows[0];
   if (first === undefined) return '';
   const cols = Object.keys(first);
-  return [cols.join(','), ...rows.map((r) => cols.map((c) => csvCell(r[c])).join(','))].join('\n');
+  return [cols.map(csvCell).join(','), ...rows.map((r) => cols.map((c) => csvCell(r[c])).join(','))].join('\n');
 }
 
 /** A usage report row (store/reports UsageRow) as one flat CSV record: group, spans, unpriced_spans, tokens…, costs…. */
