@@ -167,7 +167,7 @@ async function main() {
     const port = await freePort();
     const consolePort = await freePort();
     const server = spawn(process.execPath, [SERVER], {
-      env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CONSOLE_PORT: String(consolePort), DRAIN_GRACE_MS: '0' },
+      env: { ...process.env, ...env, PORT: String(port), METRICS_PORT: '0', HOST: '127.0.0.1', CONSOLE_PORT: String(consolePort), DRAIN_GRACE_MS: '0' },
       stdio: ['ignore', fs.openSync(path.join(dir, `server-${stored}.log`), 'a'), 'inherit'],
     });
     const exited = new Promise((r) => server.once('exit', r));

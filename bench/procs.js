@@ -211,6 +211,7 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
         ...env,
         DATA_DIR: dir,
         PORT: String(port),
+        METRICS_PORT: '0',
         HOST: '127.0.0.1',
         INGEST_DURABILITY: mode,
         DRAIN_GRACE_MS: '0',

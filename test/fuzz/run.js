@@ -462,6 +462,7 @@ async function startServer(dataDir) {
       DATA_DIR: dataDir,
       HOST: '127.0.0.1',
       PORT: String(port),
+      METRICS_PORT: '0',
       LOG_LEVEL: 'warn',
       INGEST_DURABILITY: 'memory',
       FLUSH_INTERVAL_MS: '1000',

@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +17,7 @@ import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
+import { verifySignature } from './support/webhook.js';
 
 const month = () => new Date().toISOString().slice(0, 7);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -47,10 +48,10 @@ async function receiver() {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const signed = secrets.map((s) => `sha256=${createHmac('sha256', s).update(body).digest('hex')}`);
+      const header = String(req.headers['x-trace-ingest-signature']);
       const alert = {
         ...(JSON.parse(body.toString('utf8')) as Omit<Alert, 'signatureOk'>),
-        signatureOk: signed.includes(String(req.headers['x-trace-ingest-signature'])),
+        signatureOk: secrets.some((s) => verifySignature(header, body, s)),
       };
       got.push(alert);
       setTimeout(() => {
@@ -118,7 +119,7 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
   });
 
   it('alerts once per threshold, signed, from /ingest and from /v1/traces; GET /v1/budget and the SDK equal usage to the cent', async () => {
-    const { key } = await t.newKey('acme');
+    const { key } = await t.newKey('acme', undefined, ['ingest', 'budget:read']);
     const hook = await receiver();
     const set = await setBudget(ctx, { org: 'acme', monthlyUsd: '10', alertAt: '50,100', webhook: hook.url });
     expect(set.secret).toMatch(/^whsec_/);
@@ -209,9 +210,11 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
     expect(anon.status).toBe(401);
     expect(((await anon.json()) as { error: string }).error).toBeTruthy();
 
-    const metrics = await (await fetch(`${t.url}/metrics`)).text();
-    expect(metrics).toMatch(/trace_ingest_budget_spend_usd\{org="[^"]+",customer=""\} 10\.5/);
-    expect(metrics).toMatch(/trace_ingest_budget_usd\{org="[^"]+",customer="cust-7"\} 2/);
+    const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
+    expect(metrics).toMatch(/trace_ingest_budget_spend_usd\{org="[^"]+",budget="bud_[^"]+",customer=""\} 10\.5/);
+    // A customer's budget by its id: customer ids are labels only with METRICS_CUSTOMER_LABELS.
+    expect(metrics).toMatch(/trace_ingest_budget_usd\{org="[^"]+",budget="bud_[^"]+",customer=""\} 2/);
+    expect(metrics).not.toContain('cust-7');
     expect(metrics).not.toContain(set.secret);
     const events = await budgetEvents(ctx, { org: 'acme' });
     expect(events).toHaveLength(3);
@@ -219,7 +222,7 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
   });
 
   it("counts a late span of last month in last month: this month's budget neither moves nor alerts", async () => {
-    const { key } = await t.newKey('late-org');
+    const { key } = await t.newKey('late-org', undefined, ['ingest', 'budget:read']);
     const hook = await receiver();
     hook.addSecret((await setBudget(ctx, { org: 'late-org', monthlyUsd: '1', alertAt: '100', webhook: hook.url })).secret);
     const monthStart = Date.parse(`${month()}-01T00:00:00Z`);
@@ -333,13 +336,16 @@ describe('budgets across three replicas (PostgreSQL, Redis, ClickHouse)', () => 
 
   it('records and delivers exactly one alert per threshold, whichever replicas see it', async () => {
     await keys.createOrg({ name: 'shared' });
-    const { key } = await keys.createKey({ orgName: 'shared' });
+    const { key } = await keys.createKey({ orgName: 'shared', scopes: ['ingest', 'budget:read'] });
     const hook = await receiver();
-    const ctx = createContext(loadConfig({ DATA_DIR: dirs[0] ?? '', DATABASE_URL: dbUrl, CLICKHOUSE_URL: clickhouseUrl }));
+    // Replicas sharing PostgreSQL share the key that seals webhook secrets, and so does the CLI.
+    const SECRETS_KEY = randomBytes(32).toString('base64');
+    const ctx = createContext(loadConfig({ DATA_DIR: dirs[0] ?? '', DATABASE_URL: dbUrl, CLICKHOUSE_URL: clickhouseUrl, SECRETS_KEY }));
     onTestFinished(() => ctx.close());
     const set = await setBudget(ctx, { org: 'shared', monthlyUsd: '10', alertAt: '25,50,75,100', webhook: hook.url });
     hook.addSecret(set.secret);
     const env = {
+      SECRETS_KEY,
       DATABASE_URL: dbUrl,
       REDIS_URL,
       REDIS_KEY_PREFIX: `ti-budget-${id}`,

@@ -169,7 +169,7 @@ describe('content policy, erasure and disk forecast on a running server', () => 
     expect(forecast?.status).toBe('ok');
     expect(forecast?.detail).toMatch(/span store [\d.]+ GiB, \d+ spans \(\d+ bytes each\), \d+ spans in the last day; [\d.]+ GiB free/);
     await t.server.refreshDiskGauges();
-    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/trace_ingest_store_bytes\{store="spans"\} [1-9]\d*/);
     expect(metrics).toMatch(/trace_ingest_store_bytes_per_span [1-9]/);
     expect(metrics).toMatch(/trace_ingest_spans_received_per_second\{window="1h"\} [0-9.e-]+/);

@@ -295,7 +295,7 @@ describe('slow large uploads', () => {
       for (const s of sockets) s.destroy();
     });
     const slots = async () => {
-      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const text = await (await fetch(`${t.metricsUrl}/metrics`)).text();
       const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
       return { held: value('trace_ingest_body_slots_held'), waiting: value('trace_ingest_body_slots_waiting') };
     };

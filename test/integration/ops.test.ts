@@ -27,7 +27,7 @@ describe('operations endpoints', () => {
     await t.post(makePayload(), { key: 'ti_' + 'z'.repeat(43) });
     await t.post(undefined, { key, raw: '{' });
     await t.server.flush();
-    const res = await fetch(`${t.url}/metrics`);
+    const res = await fetch(`${t.metricsUrl}/metrics`);
     expect(res.status).toBe(200);
     const text = await res.text();
     for (const name of [
@@ -73,7 +73,7 @@ describe('operations endpoints', () => {
 });
 
 describe('METRICS_PORT', () => {
-  it('moves /metrics to its own listener', async () => {
+  it('serves /metrics on its own listener, never on the ingest port', async () => {
     const port = await freePort();
     const t = await startTestServer({ METRICS_PORT: String(port) });
     onTestFinished(() => t.close());
@@ -99,7 +99,7 @@ describe('write log cap', () => {
     expect(res?.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
     expect(((await res?.json()) as { error: string }).error).toMatch(/buffer is full/);
     expect((await fetch(`${t.url}/readyz`)).status).toBe(503);
-    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/^trace_ingest_buffer_full_total 1$/m);
     expect(metrics).toMatch(/^trace_ingest_batches_rejected_total\{reason="buffer_full"\} 1$/m);
     await t.server.flush();

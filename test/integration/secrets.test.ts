@@ -65,6 +65,7 @@ describe('secrets: API keys never leave the key holder', () => {
     logFile = path.join(dir, 'server.log');
     const config = loadConfig({
       PORT: '0',
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       DATA_DIR: dir,
       DRAIN_GRACE_MS: '0',
@@ -90,7 +91,7 @@ describe('secrets: API keys never leave the key holder', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('runs the mix: 202, 401 (unknown, malformed, revoked), 413, 400, 429 (rate and quota), 404, 405', async () => {
+  it('runs the mix: 202, 401 (unknown, malformed, revoked), 400 (two keys), 413, 400, 429 (rate and quota), 404, 405', async () => {
     const expectStatus = async (what: string, status: number, init: Parameters<typeof send>[1]) => {
       const s = await send(what, init);
       expect(s.status, `${what}: ${s.text.slice(0, 300)}`).toBe(status);
@@ -109,7 +110,7 @@ describe('secrets: API keys never leave the key holder', () => {
     const malformed = `tk_${generateApiKey().slice(3)}`;
     used.add(malformed);
     await expectStatus('malformed key', 401, { headers: { authorization: `Bearer ${malformed}` }, body: body() });
-    await expectStatus('two different keys', 401, { headers: { authorization: `Bearer ${good.key}`, 'x-api-key': other.key }, body: body() });
+    await expectStatus('two different keys', 400, { headers: { authorization: `Bearer ${good.key}`, 'x-api-key': other.key }, body: body() });
     await expectStatus('key in the query string only', 401, { path: `/ingest?api_key=${good.key}`, body: body() });
     await expectStatus('key as a Basic credential', 401, {
       headers: { authorization: `Basic ${Buffer.from(`u:${good.key}`).toString('base64')}` },
@@ -147,7 +148,7 @@ describe('secrets: API keys never leave the key holder', () => {
     const s400 = await send('year 10000+', { headers: { authorization: `Bearer ${good.key}` }, body: JSON.stringify(past) });
     expect(s400.status).toBe(400);
 
-    await send('metrics', { method: 'GET', path: '/metrics' });
+    await send('metrics (not on this port)', { method: 'GET', path: '/metrics' });
     await send('readyz', { method: 'GET', path: '/readyz' });
     await server.flush();
   });
@@ -163,7 +164,8 @@ describe('secrets: API keys never leave the key holder', () => {
   });
 
   it('has no key in any log line, answer, header or metric', async () => {
-    const metrics = await (await fetch(`${url}/metrics`)).text();
+    const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+    expect(metrics).toContain('trace_ingest_spans_accepted_total');
     const log = fs.readFileSync(logFile, 'utf8');
     expect(used.size).toBeGreaterThanOrEqual(7);
     const places: [string, string][] = [['log', log], ['metrics', metrics], ...seen.map((s): [string, string] => [`answer to ${s.what}`, s.text])];

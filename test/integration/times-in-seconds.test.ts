@@ -16,7 +16,7 @@ describe('times sent in seconds', () => {
     const res = await t.post({ version: 'v1', traces: [makeTrace({ spans: [makeSpan({ startTime: seconds, endTime: seconds + 2 }), makeSpan()] })] }, { key });
     expect(res.status).toBe(202);
     expect((await t.server.metrics.spansBefore2001.get()).values[0]?.value).toBe(1);
-    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/^trace_ingest_spans_before_2001_total 1$/m);
     await t.server.flush();
     const doctor = await promisify(execFile)(process.execPath, [CLI, 'doctor', '--json'], {

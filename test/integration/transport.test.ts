@@ -158,22 +158,22 @@ describe('POST /ingest transport (raw HTTP/1.1)', () => {
 
   describe('the key in both header forms', () => {
     // Decision: when Authorization and x-api-key are both sent they must carry
-    // the same key. Two different keys are refused with 401 instead of letting
-    // one header win, so a proxy that reads the other header can never be
-    // shown one identity while the batch is written under another.
-    it('answers 401 when the two headers carry different keys, even both valid', async () => {
+    // the same key. Two different keys are a malformed request (400) instead of
+    // letting one header win, so a proxy that reads the other header can never
+    // be shown one identity while the batch is written under another.
+    it('answers 400 when the two headers carry different keys, even both valid', async () => {
       const other = (await t.newKey()).key;
       const res = await t.post(JSON.parse(batch()), { headers: { authorization: `Bearer ${key}`, 'x-api-key': other } });
-      expect(res.status).toBe(401);
-      const body = (await res.json()) as { error: string };
-      expect(body.error).toMatch(/different API keys/);
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: string; code: string };
+      expect(body).toMatchObject({ code: 'TI_ERR_AMBIGUOUS_CREDENTIALS', error: expect.stringMatching(/different credentials/) });
       expect(JSON.stringify(body)).not.toContain(key);
       expect(JSON.stringify(body)).not.toContain(other);
     });
 
-    it('answers 401 for a non-bearer Authorization header next to a valid x-api-key', async () => {
+    it('answers 400 for a non-bearer Authorization header next to a valid x-api-key', async () => {
       const res = await t.post(JSON.parse(batch()), { headers: { authorization: 'Basic dXNlcjpwYXNz', 'x-api-key': key } });
-      expect(res.status).toBe(401);
+      expect(res.status).toBe(400);
     });
 
     it('accepts the same key in both headers, and each header alone', async () => {

@@ -8,6 +8,11 @@ export interface CliContext {
   config: Config;
   keys(): Promise<ControlStore>;
   spans(): Promise<SpanStore>;
+  /**
+   * The span store for ad-hoc queries: the one `spans()` opened, else the
+   * DuckDB file attached read-only (one process may not hold both).
+   */
+  readOnlySpans(): Promise<SpanStore>;
   close(): Promise<void>;
 }
 
@@ -27,6 +32,7 @@ export interface ContextDefaults {
 export function createContext(config: Config, defaults: ContextDefaults = {}): CliContext {
   let keys: ControlStore | undefined;
   let spans: SpanStore | undefined;
+  let readOnly: SpanStore | undefined;
   const opts = {
     sqliteFile: config.sqliteFile,
     duckdbFile: config.duckdbFile,
@@ -47,13 +53,26 @@ export function createContext(config: Config, defaults: ContextDefaults = {}): C
     },
     async spans() {
       if (spans === undefined) {
+        await readOnly?.close();
+        readOnly = undefined;
         const s = await createSpanStore(opts);
         await s.start();
         spans = s;
       }
       return spans;
     },
+    async readOnlySpans() {
+      if (spans !== undefined) return spans;
+      if (readOnly === undefined) {
+        const s = await createSpanStore({ ...opts, readOnly: true });
+        await s.start();
+        readOnly = s;
+      }
+      return readOnly;
+    },
     async close() {
+      await readOnly?.close();
+      readOnly = undefined;
       await spans?.close();
       await keys?.close();
       spans = undefined;

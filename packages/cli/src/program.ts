@@ -58,7 +58,10 @@ export function buildProgram(deps: ProgramDeps): Command {
       run(async (ctx, o) => {
         const r = await migrate(ctx);
         if (raw.json === true) printJson(o, r);
-        else o.out(`schema is up to date: key store ${r.keyStore}, span store ${r.spanStore}${r.spanStoreNote === undefined ? '' : ` (${r.spanStoreNote})`}`);
+        else {
+          o.out(`schema is up to date: key store ${r.keyStore}, span store ${r.spanStore}${r.spanStoreNote === undefined ? '' : ` (${r.spanStoreNote})`}`);
+          if (r.sealedSecrets > 0) o.out(`${r.sealedSecrets} webhook secret(s) stored in plain text (or under an older key) are sealed now`);
+        }
       }),
     );
   program

@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import { UsageError } from '@trace-ingest/shared/errors';
+import { auditErase, auditReprice } from '@trace-ingest/store/audit';
 import type { EraseCounts, EraseTarget } from '@trace-ingest/shared/lifecycle';
 import { diskForecast, type DiskForecast } from '@trace-ingest/store/disk-forecast';
 import { exportCount, exportLines, exportRows, type ExportFilter } from '@trace-ingest/store/export';
@@ -15,10 +17,12 @@ export interface SpanAccess {
   usage(f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]>;
   /** A read-only query; at most `maxRows` rows are read (the store stops there). */
   sql(sql: string, params?: unknown[], maxRows?: number): Promise<QueryRow[]>;
-  reprice(f: RepriceFilter): Promise<RepriceResult>;
+  /** Reprices and records it in the audit log as `actor`'s (the server records what reaches it). */
+  reprice(f: RepriceFilter, actor?: string): Promise<RepriceResult>;
   /** An export's rows as canonical lines (chunks of bytes) as the store yields them, and how many there are. */
   exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }>;
-  erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts>;
+  /** Erases and, unless a dry run, records it in the audit log as `actor`'s. */
+  erase(orgId: string, target: EraseTarget, dryRun: boolean, actor?: string): Promise<EraseCounts>;
   disk(): Promise<DiskForecast>;
 }
 
@@ -84,14 +88,14 @@ class ServerAccess implements SpanAccess {
   async sql(sql: string, params: unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
     return (await request<{ rows: QueryRow[] }>(this.socket, 'POST', '/v1/query', { sql, params, ...(maxRows === undefined ? {} : { maxRows }) })).rows;
   }
-  reprice(f: RepriceFilter): Promise<RepriceResult> {
-    return request<RepriceResult>(this.socket, 'POST', '/v1/reprice', f);
+  reprice(f: RepriceFilter, actor = currentActor()): Promise<RepriceResult> {
+    return request<RepriceResult>(this.socket, 'POST', '/v1/reprice', { ...f, actor });
   }
   exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
     return streamRows(this.socket, '/v1/export/rows', f);
   }
-  erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
-    return request<EraseCounts>(this.socket, 'POST', '/v1/erase', { orgId, ...target, dryRun });
+  erase(orgId: string, target: EraseTarget, dryRun: boolean, actor = currentActor()): Promise<EraseCounts> {
+    return request<EraseCounts>(this.socket, 'POST', '/v1/erase', { orgId, ...target, dryRun, actor });
   }
   disk(): Promise<DiskForecast> {
     return request<DiskForecast>(this.socket, 'GET', '/v1/disk');
@@ -105,18 +109,23 @@ class DirectAccess implements SpanAccess {
     return usageReport(await this.ctx.spans(), f);
   }
   async sql(sql: string, params: unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
-    return (await this.ctx.spans()).readOnlyQuery(sql, params, maxRows);
+    return (await this.ctx.readOnlySpans()).readOnlyQuery(sql, params, maxRows);
   }
-  async reprice(f: RepriceFilter): Promise<RepriceResult> {
-    const pricing = await createPricing(await this.ctx.keys(), { catalogFile: this.ctx.config.PRICE_CATALOG_FILE });
-    return reprice(await this.ctx.spans(), pricing.price, f);
+  async reprice(f: RepriceFilter, actor = currentActor()): Promise<RepriceResult> {
+    const keys = await this.ctx.keys();
+    const pricing = await createPricing(keys, { catalogFile: this.ctx.config.PRICE_CATALOG_FILE });
+    const result = await reprice(await this.ctx.spans(), pricing.price, f);
+    await auditReprice(keys, { actor, filter: f, result });
+    return result;
   }
   async exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
     const store = await this.ctx.spans();
     return { total: await exportCount(store, f), rows: exportLines(exportRows(store, f)) };
   }
-  async erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
-    return (await this.ctx.spans()).erase(orgId, target, dryRun);
+  async erase(orgId: string, target: EraseTarget, dryRun: boolean, actor = currentActor()): Promise<EraseCounts> {
+    const counts = await (await this.ctx.spans()).erase(orgId, target, dryRun);
+    if (!dryRun) await auditErase(await this.ctx.keys(), { actor, orgId, target, counts });
+    return counts;
   }
   async disk(): Promise<DiskForecast> {
     return diskForecast(await this.ctx.spans());
@@ -138,16 +147,35 @@ export async function runningServer(socket: string): Promise<{ port: number | un
   }
 }
 
+/** Who runs the command, as the audit log records it. */
+export function currentActor(): string {
+  let user = 'unknown';
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // no passwd entry (a container's arbitrary uid)
+  }
+  return `${user}@${os.hostname()}`;
+}
+
+export interface SpanAccessOptions {
+  /** Only ad-hoc reads: without a server, DuckDB's file is attached read-only. */
+  readOnly?: boolean;
+  /** Through a running server even on ClickHouse, so the server acts on what it holds (an erased customer's metrics). */
+  preferServer?: boolean;
+}
+
 /**
  * ClickHouse takes any number of clients, so the CLI talks to it directly.
  * DuckDB lets one process hold its file: go through the running server's
  * admin socket when it answers, else open the file.
  */
-export async function openSpanAccess(ctx: CliContext): Promise<SpanAccess> {
-  if (ctx.config.CLICKHOUSE_URL !== undefined) return new DirectAccess(ctx);
+export async function openSpanAccess(ctx: CliContext, opts: SpanAccessOptions = {}): Promise<SpanAccess> {
+  if (ctx.config.CLICKHOUSE_URL !== undefined && opts.preferServer !== true) return new DirectAccess(ctx);
   if (await serverAnswers(ctx.config.adminSocket)) return new ServerAccess(ctx.config.adminSocket);
+  if (ctx.config.CLICKHOUSE_URL !== undefined) return new DirectAccess(ctx);
   try {
-    await ctx.spans();
+    await (opts.readOnly === true ? ctx.readOnlySpans() : ctx.spans());
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     if (/lock/i.test(msg)) {

@@ -1,9 +1,12 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import express from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
+import { auditErase, auditReprice } from '@trace-ingest/store/audit';
+import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { diskForecast } from '@trace-ingest/store/disk-forecast';
 import { exportCount, exportLines, exportRows } from '@trace-ingest/store/export';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
@@ -13,6 +16,8 @@ import type { Pricing } from '@trace-ingest/store/pricing';
 import type { Metrics } from './metrics.js';
 
 const Window = { orgId: z.string().min(1), from: z.number().int(), to: z.number().int() };
+/** Who asked, as the CLI says (user@host); a request without it is recorded as the socket's owner's. */
+const Actor = { actor: z.string().min(1).max(200).optional() };
 const UsageBody = z.strictObject({
   ...Window,
   by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]),
@@ -24,8 +29,9 @@ const EraseBody = z.strictObject({
   kind: z.enum(['customer', 'trace', 'session']),
   id: z.string().min(1).max(10_000),
   dryRun: z.boolean().default(false),
+  ...Actor,
 });
-const RepriceBody = z.strictObject({ ...Window, model: z.string().optional() });
+const RepriceBody = z.strictObject({ ...Window, model: z.string().optional(), ...Actor });
 const QueryBody = z.strictObject({
   sql: z.string().min(1).max(100_000),
   params: z.array(z.unknown()).max(1000).default([]),
@@ -39,11 +45,31 @@ function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   return r.data;
 }
 
+/** What the admin socket does beside the span store: its audit log, and telling the rest of the server about an erasure. */
+export interface AdminHooks {
+  /** Where the routes that change stored spans (erase, reprice) record themselves. */
+  audit?: ControlStore;
+  /** A customer's spans were erased: what the server holds of it in memory (its metrics) goes too. */
+  onErased?: (orgId: string, kind: 'customer' | 'trace' | 'session', id: string) => void;
+}
+
+/** The socket's owner, who alone can connect (0600): the actor of a request that names none. */
+function socketOwner(): string {
+  let user = 'unknown';
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // no passwd entry (a container's arbitrary uid)
+  }
+  return `${user}@${os.hostname()} (admin socket)`;
+}
+
 /**
  * The CLI's way into a running server: HTTP over a Unix socket in DATA_DIR,
  * readable and writable by the owner only, never on the network. DuckDB lets
  * one process hold its file, so reports, ad-hoc queries and repricing run
- * here, on the server's own connection.
+ * here, on the server's own connection. The routes that change stored spans
+ * write their audit entries here, whoever posted to the socket.
  */
 export class AdminServer {
   private server: http.Server | undefined;
@@ -57,6 +83,7 @@ export class AdminServer {
     /** The main listener's port, and the console's URL when it is on, so the CLI finds them wherever they listen. */
     private readonly port: () => number | undefined = () => undefined,
     private readonly consoleUrl: () => string | undefined = () => undefined,
+    private readonly hooks: AdminHooks = {},
   ) {}
 
   async start(): Promise<void> {
@@ -92,14 +119,23 @@ export class AdminServer {
     });
     app.post('/v1/erase', async (req, res) => {
       const b = parse(EraseBody, req.body);
-      res.json(await this.spans.erase(b.orgId, { kind: b.kind, id: b.id }, b.dryRun));
+      const target = { kind: b.kind, id: b.id };
+      const counts = await this.spans.erase(b.orgId, target, b.dryRun);
+      if (!b.dryRun) {
+        if (b.kind === 'customer') this.hooks.onErased?.(b.orgId, b.kind, b.id);
+        if (this.hooks.audit !== undefined) await auditErase(this.hooks.audit, { actor: b.actor ?? socketOwner(), orgId: b.orgId, target, counts });
+      }
+      res.json(counts);
     });
     app.get('/v1/disk', async (_req, res) => {
       res.json(await diskForecast(this.spans));
     });
     app.post('/v1/reprice', async (req, res) => {
+      const { actor, ...filter } = parse(RepriceBody, req.body);
       await this.pricing.refresh();
-      res.json(await reprice(this.spans, this.pricing.price, parse(RepriceBody, req.body)));
+      const result = await reprice(this.spans, this.pricing.price, filter);
+      if (this.hooks.audit !== undefined) await auditReprice(this.hooks.audit, { actor: actor ?? socketOwner(), filter, result });
+      res.json(result);
     });
     app.use(errorMiddleware(this.logger, this.metrics));
 

@@ -39,6 +39,8 @@ const RESOLVED: ResolvedKey = {
   rateLimitRps: 1000,
   contentPolicy: null,
   textDays: null,
+  scopes: ['ingest'],
+  customers: null,
 };
 
 interface Harness {
@@ -57,7 +59,7 @@ async function harness(over: Partial<AppDeps> = {}): Promise<Harness> {
   const deps: AppDeps = {
     maxBodyBytes: 64 * 1024,
     auth: {
-      authenticate: (headers) => (presentedKey(headers) === KEY ? Promise.resolve(RESOLVED) : Promise.reject(new UnauthorizedError())),
+      authenticate: (src) => (presentedKey(src) === KEY ? Promise.resolve(RESOLVED) : Promise.reject(new UnauthorizedError())),
     },
     limiter: new MemoryRateLimiter(),
     quota: {
@@ -81,7 +83,6 @@ async function harness(over: Partial<AppDeps> = {}): Promise<Harness> {
     logger: pino({ level: 'silent' }),
     isDraining: () => false,
     checkReady: () => Promise.resolve(),
-    serveMetrics: true,
     otlp: { codec: new OtlpCodec(), mapping: DEFAULT_OTLP_MAPPING },
     ...over,
   };
@@ -271,7 +272,7 @@ describe('the error middleware', () => {
 });
 
 describe('the other routes in process', () => {
-  it('serves health, readiness, the OpenAPI document and metrics', async () => {
+  it('serves health, readiness and the OpenAPI document, and no metrics (they have a listener of their own)', async () => {
     let ready: Error | undefined = undefined;
     const h = await harness({ checkReady: () => (ready === undefined ? Promise.resolve() : Promise.reject(ready)) });
     expect(await (await fetch(`${h.url}/healthz`)).json()).toEqual({ status: 'ok' });
@@ -283,8 +284,8 @@ describe('the other routes in process', () => {
     const doc = (await (await fetch(`${h.url}/openapi.json`)).json()) as { openapi: string };
     expect(doc.openapi).toBe('3.1.0');
     const m = await fetch(`${h.url}/metrics`);
-    expect(m.status).toBe(200);
-    expect(await m.text()).toContain('trace_ingest_requests_total');
+    expect(m.status).toBe(404);
+    expect(await m.text()).not.toContain('trace_ingest_requests_total');
   });
 
   it('says draining on /readyz while draining', async () => {
@@ -295,11 +296,11 @@ describe('the other routes in process', () => {
   });
 
   it('answers unknown routes with 404 and wrong methods with 405 and Allow, as JSON', async () => {
-    const h = await harness({ serveMetrics: false });
+    const h = await harness();
     const nf = await fetch(`${h.url}/v2/ingest`, { method: 'POST' });
     expect(nf.status).toBe(404);
     expect(await nf.json()).toMatchObject({ code: 'TI_ERR_NOT_FOUND' });
-    // With metrics on their own listener, /metrics is no route here.
+    // Metrics are on their own listener: /metrics is no route on the ingest port.
     expect((await fetch(`${h.url}/metrics`)).status).toBe(404);
     const get = await fetch(`${h.url}/ingest`);
     expect(get.status).toBe(405);

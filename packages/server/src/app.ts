@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import { BadRequestError, InternalError, MethodNotAllowedError, NotFoundError, otlpAnswer, TiError, refusalReason } from '@trace-ingest/shared/errors';
+import {
+  BadRequestError,
+  ForbiddenError,
+  InternalError,
+  MethodNotAllowedError,
+  NotFoundError,
+  otlpAnswer,
+  TiError,
+  refusalReason,
+} from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { CUSTOMER_TEXT } from '@trace-ingest/shared/fields';
 import type { BudgetAnswer } from './budgets.js';
@@ -15,11 +24,11 @@ export interface AppDeps extends OtlpDeps {
   checkReady: () => Promise<void>;
   /** The budget and this month's spend of an org (and a customer): GET /v1/budget. */
   budget?: (orgId: string, customer: string | undefined) => Promise<BudgetAnswer>;
-  /** False when METRICS_PORT moves /metrics to its own listener. */
-  serveMetrics: boolean;
+  /** Express's `trust proxy`: which proxies' X-Forwarded-For names the client (its address limits failed authentications). */
+  trustProxy?: string | false;
 }
 
-const ROUTES = new Set(['/ingest', OTLP_TRACES_PATH, '/v1/budget', '/healthz', '/readyz', '/metrics', '/openapi.json']);
+const ROUTES = new Set(['/ingest', OTLP_TRACES_PATH, '/v1/budget', '/healthz', '/readyz', '/openapi.json']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The HTTP surface. Every answer that is not a 2xx is JSON with an `error` string. */
@@ -27,6 +36,7 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.set('trust proxy', deps.trustProxy ?? false);
   app.use(requestLog(deps.logger, deps.metrics));
 
   app.post('/ingest', ingestHandler(deps));
@@ -48,14 +58,18 @@ export function createApp(deps: AppDeps): express.Express {
   const budget = deps.budget;
   if (budget !== undefined) {
     app.get('/v1/budget', async (req, res) => {
-      const key = await deps.auth.authenticate(req.headers);
+      const key = await deps.auth.authenticate(req, 'budget:read', { client: req.ip, listener: 'ingest' });
       res.locals.keyPrefix = key.prefix;
       res.locals.orgId = key.orgId;
       await deps.limiter.consume(key.keyId, key.rateLimitRps);
       const q = req.query.customer;
       if (q !== undefined && (typeof q !== 'string' || q === '' || [...q].length > CUSTOMER_TEXT.id[1]))
         throw new BadRequestError('TI_ERR_BAD_REQUEST', `customer: give one customer id of 1 to ${CUSTOMER_TEXT.id[1]} characters (?customer=<id>)`);
-      res.json(await budget(key.orgId, q));
+      // A key limited to named customers reads theirs only, never the org's total (the same answer for any other id).
+      if (key.customers !== null && (q === undefined || !key.customers.includes(q)))
+        throw new ForbiddenError('budget:read', "this API key reads the budgets of its named customers only: give ?customer=<one of the key's customers>");
+      const answer = await budget(key.orgId, q);
+      res.json(key.customers === null ? answer : { month: answer.month, asOf: answer.asOf, customer: answer.customer });
     });
     app.all('/v1/budget', (req) => {
       throw new MethodNotAllowedError(req.method, '/v1/budget', ['GET']);
@@ -78,10 +92,6 @@ export function createApp(deps: AppDeps): express.Express {
     }
   });
   const gets = ['/healthz', '/readyz', '/openapi.json'];
-  if (deps.serveMetrics) {
-    app.get('/metrics', metricsHandler(deps.metrics));
-    gets.push('/metrics');
-  }
   const openapi = JSON.stringify(buildOpenApiDocument());
   app.get('/openapi.json', (_req, res) => {
     res.type('application/json').send(openapi);
@@ -97,12 +107,6 @@ export function createApp(deps: AppDeps): express.Express {
   });
   app.use(errorMiddleware(deps.logger, deps.metrics));
   return app;
-}
-
-export function metricsHandler(metrics: Metrics) {
-  return async (_req: Request, res: Response): Promise<void> => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  };
 }
 
 /** One info line per request (never the key or the body), and the route metric. */

@@ -1,4 +1,4 @@
-import { createHmac, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
@@ -6,6 +6,7 @@ import { ALL_CUSTOMERS, type BudgetRecord, type Budgets, type DueEvent } from '@
 import { usageReport } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
+import { postWebhook } from './webhook-post.js';
 
 /**
  * Budgets at run time: the spend of each org (and customer) this month, read
@@ -20,6 +21,7 @@ import type { Metrics } from './metrics.js';
  */
 
 const DAY_MS = 86_400_000;
+const erasedKey = (orgId: string, customerId: string) => `${orgId}\u0000${customerId}`;
 
 export interface BudgetStatus {
   budgetUsd: string | null;
@@ -46,6 +48,8 @@ interface OrgMonth {
 
 export interface BudgetWatcherOptions {
   checkMs: number;
+  /** Customer ids as metric labels (METRICS_CUSTOMER_LABELS); off, a customer's series carries its budget's id only. */
+  customerLabels?: boolean;
   orgName(orgId: string): Promise<string | undefined>;
   now?: () => number;
 }
@@ -80,6 +84,8 @@ export class BudgetWatcher {
   private budgets: BudgetRecord[] = [];
   /** The current month's spend per org, as last read. */
   private readonly spend = new Map<string, OrgMonth>();
+  /** Customers erased while this process runs: never a metric label again. */
+  private readonly erased = new Set<string>();
   /** Orgs asked about through GET /v1/budget lately: kept fresh too. */
   private readonly asked = new Map<string, number>();
   private readonly now: () => number;
@@ -203,16 +209,27 @@ export class BudgetWatcher {
     this.metrics.budgetAmount.reset();
     for (const b of this.budgets) {
       const m = this.spend.get(b.orgId);
-      if (m === undefined || b.customerId === ALL_CUSTOMERS) continue;
+      if (m === undefined || b.customerId === ALL_CUSTOMERS || this.erased.has(erasedKey(b.orgId, b.customerId))) continue;
       // Per customer only for customers with a budget of their own: label cardinality stays that of the budgets.
       const spent = b.customerId === '' ? m.total : (m.customers.get(b.customerId) ?? 0n);
-      const labels = { org: b.orgId, customer: b.customerId };
+      const labels = { org: b.orgId, budget: b.id, customer: this.opts.customerLabels === true ? b.customerId : '' };
       this.metrics.budgetSpend.set(labels, Number(formatDecimal(spent)));
       this.metrics.budgetAmount.set(labels, Number(b.monthlyUsd));
     }
     for (const [orgId, m] of this.spend)
       if (!this.budgets.some((b) => b.orgId === orgId && b.customerId === ''))
-        this.metrics.budgetSpend.set({ org: orgId, customer: '' }, Number(formatDecimal(m.total)));
+        this.metrics.budgetSpend.set({ org: orgId, budget: '', customer: '' }, Number(formatDecimal(m.total)));
+  }
+
+  /**
+   * An erased customer leaves the metrics at once, not at the next check,
+   * and is not named in them again by this process (a budget left for it
+   * included): its spend is gone from the store, and its id from memory.
+   */
+  forgetCustomer(orgId: string, customerId: string): void {
+    this.erased.add(erasedKey(orgId, customerId));
+    this.spend.get(orgId)?.customers.delete(customerId);
+    this.updateGauges();
   }
 
   /**
@@ -268,10 +285,10 @@ export interface DelivererOptions {
 
 /**
  * Posts alerts to their budgets' webhooks, one at a time, signed with the
- * budget's secret: `X-Trace-Ingest-Signature: sha256=<hex HMAC-SHA256 of the
- * body>`. A failure (no answer, not 2xx) is retried with backoff, up to a
- * day apart, until it goes through; a replica that stops mid-delivery lets
- * its claim run out and the alert is posted again, with the same id.
+ * budget's secret over a timestamp and the body (webhook-post.ts). A failure
+ * (no answer, a redirect, not 2xx) is retried with backoff, up to a day
+ * apart, until it goes through; a replica that stops mid-delivery lets its
+ * claim run out and the alert is posted again, with the same id.
  */
 export class AlertDeliverer {
   private readonly owner = `deliverer_${randomUUID()}`;
@@ -317,7 +334,7 @@ export class AlertDeliverer {
   }
 
   private async deliver(e: DueEvent): Promise<void> {
-    if (e.webhookUrl === null || e.webhookSecret === null) {
+    if (e.webhookUrl === null || e.webhookSecrets.length === 0) {
       // No webhook (or the budget is gone): the alert is recorded and shown by `budgets events`.
       await this.store.delivered(e.id, this.owner);
       return;
@@ -333,16 +350,8 @@ export class AlertDeliverer {
       month: e.month,
       createdAt: new Date(e.createdAt).toISOString(),
     });
-    const signature = `sha256=${createHmac('sha256', e.webhookSecret).update(body).digest('hex')}`;
     try {
-      const res = await fetch(e.webhookUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-trace-ingest-event-id': e.id, 'x-trace-ingest-signature': signature },
-        body,
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
-      });
-      await res.arrayBuffer().catch(() => undefined);
-      if (!res.ok) throw new Error(`the webhook answered ${res.status}`);
+      await postWebhook(e.webhookUrl, { id: e.id, body, secrets: e.webhookSecrets }, this.opts.timeoutMs);
       await this.store.delivered(e.id, this.owner);
       this.metrics.budgetDeliveries.inc({ outcome: 'delivered' });
     } catch (err) {

@@ -7,7 +7,15 @@ import { auditPrices, bundledSecondCatalog, secondCatalogTag } from '@trace-inge
 import { normalizeProvider } from '@trace-ingest/shared/price-engine';
 import { z } from 'zod';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { BadRequestError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, UnauthorizedError } from '@trace-ingest/shared/errors';
+import { randomUUID } from 'node:crypto';
+import {
+  BadRequestError,
+  HostNotAllowedError,
+  MethodNotAllowedError,
+  NotFoundError,
+  ServiceUnavailableError,
+  UnauthorizedError,
+} from '@trace-ingest/shared/errors';
 import { parseUtcDay } from '@trace-ingest/shared/dates';
 import { utcMonth } from '@trace-ingest/shared/ids';
 import type { PriceQuote } from '@trace-ingest/shared/price-engine';
@@ -18,6 +26,8 @@ import type { ControlStore, Org } from '@trace-ingest/store/control-store-types'
 import { countGroups, dailyCosts, groupLabels, RefreshScope, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
+import type { AuthFailures } from './auth-failures.js';
+import { presentedBearer } from './auth.js';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -41,6 +51,32 @@ export interface ConsoleDeps {
   /** Budgets and this month's spend of an org (the server's budget watcher). */
   budgets?: (orgId: string) => Promise<{ budget: BudgetStatus | null; customers: Record<string, BudgetStatus> }>;
   now?: () => number;
+  /** Host names the console answers to (port aside); see consoleHosts. */
+  allowedHosts?: readonly string[];
+  /** Failed authentications per client address, shared with the other listeners. */
+  failures?: AuthFailures;
+  trustProxy?: string | false;
+}
+
+/** The names the console answers to: loopback's, the address it listens on (unless a wildcard), and CONSOLE_ALLOWED_HOSTS. */
+export function consoleHosts(listenHost: string, configured: readonly string[]): string[] {
+  const own = ['0.0.0.0', '::', '[::]'].includes(listenHost) ? [] : [listenHost.toLowerCase()];
+  return [...new Set(['localhost', '127.0.0.1', '[::1]', ...own.map(bracketed), ...configured.map(bracketed)])];
+}
+
+const bracketed = (h: string): string => (h.includes(':') && !h.startsWith('[') ? `[${h}]` : h);
+
+/** The host name of a Host header, without its port. */
+function hostName(header: string): string {
+  const h = header.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
+  return h.replace(/:\d+$/, '');
+}
+
+/** The console API route a request matched, without the ids in its path (logs keep no trace ids). */
+function routeOf(req: Request): string {
+  const r = (req as Request & { route?: { path?: unknown } }).route?.path;
+  return typeof r === 'string' ? `/console/api${r}` : 'other';
 }
 
 const DAY_MS = 86_400_000;
@@ -70,26 +106,35 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use((_req, res, next) => {
+  app.set('trust proxy', deps.trustProxy ?? false);
+  const hosts = new Set(deps.allowedHosts ?? consoleHosts('127.0.0.1', []));
+  app.use((req, res, next) => {
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('Referrer-Policy', 'no-referrer');
     res.setHeader('X-Frame-Options', 'DENY');
+    // A page loaded under another name (a DNS name rebound to this address) must not reach the API with its own origin.
+    const host = hostName(req.headers.host ?? '');
+    if (!hosts.has(host)) throw new HostNotAllowedError(host);
     next();
   });
 
   const api = express.Router();
+  api.use(apiLog(deps.logger));
   api.use(async (req: Request, res: Response, next: NextFunction) => {
     res.setHeader('Cache-Control', 'no-store');
     if (req.method !== 'GET') throw new MethodNotAllowedError(req.method, `/console/api${req.path}`, ['GET']);
-    const header = req.headers.authorization ?? '';
-    const m = /^Bearer\s+(\S+)$/i.exec(header);
-    const grant = m?.[1] === undefined ? null : await deps.tokens.resolve(m[1]);
+    const token = presentedBearer(req);
+    const missing =
+      'missing, invalid or revoked console token: send it as "Authorization: Bearer <token>"; create one with "trace-ingest console token create"';
+    if (token === undefined) throw new UnauthorizedError(missing);
+    deps.failures?.check(req.ip, 'console');
+    const grant = await deps.tokens.resolve(token);
     if (grant === null) {
-      throw new UnauthorizedError(
-        'missing, invalid or revoked console token: send it as "Authorization: Bearer <token>"; create one with "trace-ingest console token create"',
-      );
+      deps.failures?.fail(req.ip, 'console');
+      throw new UnauthorizedError(missing);
     }
     res.locals.grant = grant;
+    res.locals.tokenPrefix = token.slice(0, 12);
     next();
   });
 
@@ -331,6 +376,32 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
   });
   app.use(errorMiddleware(deps.logger, deps.metrics));
   return app;
+}
+
+/** One info line per console API request: route, status, time, the token's prefix and org; never the token, ids or query values. */
+function apiLog(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = performance.now();
+    const reqId = randomUUID();
+    res.once('finish', () => {
+      const grant = res.locals.grant as ConsoleGrant | undefined;
+      logger.info(
+        {
+          reqId,
+          listener: 'console',
+          method: req.method,
+          route: routeOf(req),
+          status: res.statusCode,
+          durationMs: Math.round((performance.now() - started) * 100) / 100,
+          tokenPrefix: res.locals.tokenPrefix as string | undefined,
+          tokenOrg: grant === undefined ? undefined : (grant.orgId ?? '*'),
+          code: res.locals.errorCode as string | undefined,
+        },
+        'console request',
+      );
+    });
+    next();
+  };
 }
 
 function orgJson(o: Org) {

@@ -274,10 +274,10 @@ export class Flusher {
   }
 
   private async deadLetter(line: Buffer, reason: string): Promise<void> {
-    await fs.mkdir(this.opts.deadLetterDir, { recursive: true });
+    await fs.mkdir(this.opts.deadLetterDir, { recursive: true, mode: 0o700 });
     const file = path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`);
     const entry = JSON.stringify({ failedAt: new Date().toISOString(), reason, row: line.toString('utf8').trimEnd() });
-    await fs.appendFile(file, entry + '\n');
+    await fs.appendFile(file, entry + '\n', { mode: 0o600 });
     this.metrics.deadLetterRows.inc();
     this.logger.error({ file, reason }, 'span store refused a row permanently; it was written to the dead-letter file');
   }
@@ -289,12 +289,12 @@ export class Flusher {
    * acknowledged disappears without a trace.
    */
   private async deadLetterDamage(seg: SegmentInfo, damaged: readonly WalDamage[]): Promise<void> {
-    await fs.mkdir(this.opts.deadLetterDir, { recursive: true });
+    await fs.mkdir(this.opts.deadLetterDir, { recursive: true, mode: 0o700 });
     const segment = path.basename(seg.file);
     let spans = 0;
     for (const d of damaged) {
       const file = path.join(this.opts.deadLetterDir, `${segment}-${d.offset}.wal-damage`);
-      await fs.writeFile(file, d.bytes);
+      await fs.writeFile(file, d.bytes, { mode: 0o600 });
       const entry = JSON.stringify({
         failedAt: new Date().toISOString(),
         reason: d.reason,
@@ -304,7 +304,7 @@ export class Flusher {
         spans: d.spans,
         file,
       });
-      await fs.appendFile(path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`), entry + '\n');
+      await fs.appendFile(path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`), entry + '\n', { mode: 0o600 });
       spans += d.spans;
     }
     this.metrics.walDamagedRecords.inc(damaged.length);

@@ -1,4 +1,5 @@
 import { loadConfig } from '@trace-ingest/shared/config';
+import { PRIVATE_UMASK } from '@trace-ingest/shared/data-dir';
 import { TiError } from '@trace-ingest/shared/errors';
 import { onShutdownSignals, SIGNAL_REPEAT_MS } from '@trace-ingest/shared/signals';
 import { createLogger } from './logger.js';
@@ -11,6 +12,8 @@ import { IngestServer } from './server.js';
  * start one drain.
  */
 export async function main(env: Record<string, string | undefined> = process.env): Promise<void> {
+  // Every file the server makes under DATA_DIR (SQLite, DuckDB and their logs, wal/, dead-letter/, tmp/) is 0600, every folder 0700.
+  process.umask(PRIVATE_UMASK);
   let config;
   try {
     config = loadConfig(env);

@@ -18,6 +18,18 @@ export class Metrics {
     labelNames: ['route', 'method', 'status'] as const,
     registers: [this.registry],
   });
+  readonly authFailures = new Counter({
+    name: 'trace_ingest_auth_failures_total',
+    help: 'Requests refused for a wrong API key, console token or metrics token, by listener (ingest, console, metrics)',
+    labelNames: ['listener'] as const,
+    registers: [this.registry],
+  });
+  readonly authRefused = new Counter({
+    name: 'trace_ingest_auth_limited_total',
+    help: 'Requests refused (429) because their client address is over its failed-authentication limit, by listener',
+    labelNames: ['listener'] as const,
+    registers: [this.registry],
+  });
   readonly batchesRejected = new Counter({
     name: 'trace_ingest_batches_rejected_total',
     help: 'Batches (POST /ingest and POST /v1/traces) refused, by reason (size, auth, rate_limit, quota, validation, aborted, draining, buffer_full, error)',
@@ -98,14 +110,16 @@ export class Metrics {
   });
   readonly budgetSpend = new Gauge({
     name: 'trace_ingest_budget_spend_usd',
-    help: 'This UTC month\'s spend: per org (customer=""), and per customer for customers with a budget of their own',
-    labelNames: ['org', 'customer'] as const,
+    help:
+      'This UTC month\'s spend: per org (budget = its budget\'s id, customer=""), and per customer with a budget of their own ' +
+      '(the budget\'s id; the customer id only with METRICS_CUSTOMER_LABELS)',
+    labelNames: ['org', 'budget', 'customer'] as const,
     registers: [this.registry],
   });
   readonly budgetAmount = new Gauge({
     name: 'trace_ingest_budget_usd',
-    help: 'Monthly budgets: per org (customer="") and per customer',
-    labelNames: ['org', 'customer'] as const,
+    help: 'Monthly budgets, by budget id: per org (customer="") and per customer (its id only with METRICS_CUSTOMER_LABELS)',
+    labelNames: ['org', 'budget', 'customer'] as const,
     registers: [this.registry],
   });
   readonly budgetAlerts = new Counter({

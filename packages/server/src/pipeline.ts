@@ -59,8 +59,12 @@ export async function admit(req: Request, res: Response, deps: IngestDeps): Prom
   // 1. Size, by the declared length (a chunked body is counted while read).
   checkDeclaredLength(req, deps.maxBodyBytes);
 
-  // 2. Key.
-  const key = await deps.auth.authenticate(req.headers);
+  // 2. Key, with the ingest scope (POST /ingest answers a key it does not take with 401, as the contract says).
+  const key = await deps.auth.authenticate(req, 'ingest', {
+    client: req.ip,
+    listener: 'ingest',
+    forbiddenStatus: req.path === '/ingest' ? 401 : 403,
+  });
   res.locals.keyPrefix = key.prefix;
   res.locals.orgId = key.orgId;
 

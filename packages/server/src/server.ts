@@ -1,24 +1,28 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '@trace-ingest/shared/config';
+import { isLoopback, type Config } from '@trace-ingest/shared/config';
+import { ensurePrivateDir, modeText, openToOthers } from '@trace-ingest/shared/data-dir';
 import { TiError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { fastValidator } from '@trace-ingest/shared/validate';
 import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { openBudgets, type Budgets } from '@trace-ingest/store/budgets';
+import { secretBoxFor } from '@trace-ingest/store/secret-box';
 import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
 import type { SpanStore } from '@trace-ingest/store/span-store';
-import express from 'express';
 import { AdminServer } from './admin.js';
-import { createApp, metricsHandler } from './app.js';
+import { createApp } from './app.js';
 import { OtlpCodec } from './otlp-codec.js';
 import { Authenticator } from './auth.js';
-import { createConsoleApp } from './console.js';
+import { AuthFailures } from './auth-failures.js';
+import { createMetricsApp } from './metrics-app.js';
+import { consoleHosts, createConsoleApp } from './console.js';
 import { BodySlots } from './body.js';
 import { AlertDeliverer, BudgetWatcher } from './budgets.js';
 import { Flusher } from './flusher.js';
@@ -57,11 +61,14 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   );
 }
 
-function listen(server: http.Server, port: number, host: string): Promise<void> {
+/** Listens; a port already taken is named by the variable that chose it. */
+function listen(server: http.Server, port: number, host: string, variable = 'PORT'): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (e: NodeJS.ErrnoException) =>
+      reject(e.code === 'EADDRINUSE' ? new Error(`${variable} ${port} is already in use on ${host}: set ${variable} to a free port (0 picks one)`, { cause: e }) : e);
+    server.once('error', failed);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
@@ -83,6 +90,8 @@ const SERVER_DUCKDB_MEMORY = '1GiB';
 
 export class IngestServer {
   readonly metrics: Metrics;
+  /** Failed authentications per client address, shared by every listener. */
+  readonly authFailures: AuthFailures;
   private keyStore: ControlStore | undefined;
   private spanStore: SpanStore | undefined;
   private limiter: RateLimiter | undefined;
@@ -110,10 +119,16 @@ export class IngestServer {
     private readonly parts: ServerParts = {},
   ) {
     this.metrics = parts.metrics ?? new Metrics();
+    this.authFailures = new AuthFailures(config.AUTH_FAILURE_LIMIT, this.metrics);
   }
 
   get port(): number {
     return (this.http?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** The /metrics listener's port. */
+  get metricsPort(): number {
+    return (this.metricsHttp?.address() as AddressInfo | null)?.port ?? 0;
   }
 
   /** The console listener's port; 0 when CONSOLE_PORT is unset. */
@@ -132,6 +147,7 @@ export class IngestServer {
 
   async start(): Promise<void> {
     const c = this.config;
+    this.privateDataDir();
     const storeOpts = {
       sqliteFile: c.sqliteFile,
       duckdbFile: c.duckdbFile,
@@ -199,11 +215,20 @@ export class IngestServer {
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
     fastValidator();
 
-    const budgets = await openBudgets({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
+    const budgets = await openBudgets({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL, secrets: secretBoxFor(c) });
     this.budgets = budgets;
     await budgets.start();
+    // Secrets stored in plain text by an earlier version (or under an older key) are sealed now.
+    await budgets.sealSecrets().then(
+      (n) => n > 0 && this.logger.info({ secrets: n }, 'sealed webhook secrets stored in plain text or under an older key'),
+      (e: unknown) => this.logger.warn({ err: e }, 'webhook secrets could not be sealed; alerts are still signed (see SECRETS_KEY_FILE)'),
+    );
     const orgName = async (id: string) => (await keyStore.getOrg(id))?.name;
-    const watcher = new BudgetWatcher(budgets, spanStore, this.metrics, this.logger, { checkMs: c.BUDGET_CHECK_MS, orgName });
+    const watcher = new BudgetWatcher(budgets, spanStore, this.metrics, this.logger, {
+      checkMs: c.BUDGET_CHECK_MS,
+      orgName,
+      customerLabels: c.METRICS_CUSTOMER_LABELS,
+    });
     const deliverer = new AlertDeliverer(budgets, this.metrics, this.logger, { timeoutMs: c.WEBHOOK_TIMEOUT_MS, orgName });
     watcher.onAlerts = () => deliverer.poke();
     this.budgetWatcher = watcher;
@@ -219,7 +244,7 @@ export class IngestServer {
     const app = createApp({
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
       minBodyBytesPerSec: c.BODY_MIN_BYTES_PER_SEC,
-      auth: new Authenticator(keyStore),
+      auth: new Authenticator(keyStore, this.authFailures),
       limiter: this.limiter,
       quota: this.quota,
       pricing,
@@ -234,7 +259,7 @@ export class IngestServer {
       logger: this.logger,
       isDraining: () => this.draining,
       otlp: { codec: new OtlpCodec(), mapping: { customerAttributes: c.OTLP_CUSTOMER_ATTRIBUTES, sessionAttributes: c.OTLP_SESSION_ATTRIBUTES } },
-      serveMetrics: c.METRICS_PORT === undefined,
+      trustProxy: c.TRUST_PROXY ?? false,
       // Ready means batches are being stored, not that a handle answers: the flusher's last insert, the
       // write log's last write, the store's file and the log's fill all count.
       checkReady: async () => {
@@ -251,12 +276,18 @@ export class IngestServer {
       textRetentionDays: c.TEXT_RETENTION_DAYS,
       budget: (orgId, customer) => watcher.answer(orgId, customer),
     });
-    if (c.METRICS_PORT !== undefined) {
-      const metricsApp = express();
-      metricsApp.get('/metrics', metricsHandler(this.metrics));
-      this.metricsHttp = http.createServer(metricsApp);
-      await listen(this.metricsHttp, c.METRICS_PORT, c.HOST);
-    }
+    // Never on the ingest port: the metrics name orgs and models (and customers, when allowed).
+    const metricsApp = createMetricsApp({
+      metrics: this.metrics,
+      logger: this.logger,
+      token: c.metricsToken,
+      failures: this.authFailures,
+      trustProxy: c.TRUST_PROXY ?? false,
+    });
+    this.metricsHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, metricsApp);
+    this.metricsHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
+    await listen(this.metricsHttp, c.METRICS_PORT, c.METRICS_HOST, 'METRICS_PORT');
+    this.logger.info({ port: this.metricsPort, host: c.METRICS_HOST, token: c.metricsToken !== undefined }, 'metrics listening at /metrics');
     if (c.CONSOLE_PORT !== undefined) {
       // Its own listener, so nothing new is reachable on the ingest port.
       const tokens = await openConsoleTokens({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
@@ -270,11 +301,20 @@ export class IngestServer {
         logger: this.logger,
         metrics: this.metrics,
         budgets: (orgId) => watcher.forConsole(orgId),
+        allowedHosts: consoleHosts(c.CONSOLE_HOST, c.CONSOLE_ALLOWED_HOSTS),
+        failures: this.authFailures,
+        trustProxy: c.TRUST_PROXY ?? false,
       });
       this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);
       this.consoleHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
-      await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST);
+      await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST, 'CONSOLE_PORT');
       this.logger.info({ port: this.consolePort, host: c.CONSOLE_HOST }, 'cost console listening at /console/ (token: "trace-ingest console token create")');
+      if (!isLoopback(c.CONSOLE_HOST))
+        this.logger.warn(
+          { host: c.CONSOLE_HOST, allowedHosts: consoleHosts(c.CONSOLE_HOST, c.CONSOLE_ALLOWED_HOSTS) },
+          `the cost console listens on ${c.CONSOLE_HOST} over plain HTTP (no TLS): tokens and spend cross the network in clear; ` +
+            'put a TLS proxy in front and name it in CONSOLE_ALLOWED_HOSTS, or keep CONSOLE_HOST on loopback',
+        );
     }
     this.admin = new AdminServer(
       c.adminSocket,
@@ -284,6 +324,7 @@ export class IngestServer {
       this.metrics,
       () => this.port,
       () => (this.consoleHttp === undefined ? undefined : `http://${c.CONSOLE_HOST === '0.0.0.0' ? '127.0.0.1' : c.CONSOLE_HOST}:${this.consolePort}/console/`),
+      { audit: keyStore, onErased: (orgId, _kind, id) => watcher.forgetCustomer(orgId, id) },
     );
     try {
       await this.admin.start();
@@ -318,6 +359,18 @@ export class IngestServer {
         `no API keys yet: create one with "npx trace-ingest orgs create <org>" then "npx trace-ingest keys create --org <org>" (same DATA_DIR=${c.dataDir})`,
       );
     }
+  }
+
+  /** DATA_DIR made 0700; one that other users can enter or read is said in the log (doctor says how to close it). */
+  private privateDataDir(): void {
+    const dir = this.config.dataDir;
+    ensurePrivateDir(dir);
+    const mode = fs.statSync(dir).mode;
+    if (openToOthers(mode) !== 0)
+      this.logger.warn(
+        { dataDir: dir, mode: modeText(mode) },
+        `DATA_DIR is open to other users (${modeText(mode)}): it holds prompts, keys' hashes and webhook secrets; run "chmod 700 ${dir}"`,
+      );
   }
 
   /** Once a batch is in the write log its answer is 202: a failing quota store is caught up later. */

@@ -102,7 +102,7 @@ export class WriteLog {
 
   /** Finds segments left by an earlier run (to be replayed) and opens a new active one. */
   async start(): Promise<void> {
-    await fs.mkdir(this.opts.dir, { recursive: true });
+    await fs.mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
     const names = (await fs.readdir(this.opts.dir)).filter((n) => segmentSeq(n) !== undefined).sort();
     this.missing = missingSegments(names.map((n) => segmentSeq(n) as number));
     for (const name of names) {
@@ -123,7 +123,7 @@ export class WriteLog {
   private async openActive(): Promise<void> {
     const seq = this.nextSeq++;
     const file = path.join(this.opts.dir, segmentName(seq));
-    const fh = await fs.open(file, 'a');
+    const fh = await fs.open(file, 'a', 0o600);
     this.active = { seq, file, fh, bytes: 0, rows: 0 };
     if (this.opts.durability === 'fsync') await syncDir(this.opts.dir);
   }

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
@@ -78,7 +79,32 @@ export const ConfigSchema = z.object({
   REQUEST_TIMEOUT_MS: int(60_000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_PRETTY: bool(false),
-  METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  /** /metrics on a listener of its own, never the ingest port; 0 picks a free port. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  /** Loopback by default; any other address needs METRICS_TOKEN (or METRICS_TOKEN_FILE). */
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /** A bearer token /metrics then requires (`Authorization: Bearer <token>`), at least 16 characters. */
+  METRICS_TOKEN: z.string().trim().min(16, { message: 'must be at least 16 characters' }).optional(),
+  METRICS_TOKEN_FILE: optionalString,
+  /** Customer ids as metric labels (per-customer budget series); off: those series carry the budget's id only. */
+  METRICS_CUSTOMER_LABELS: bool(false),
+  /** Failed authentications (wrong key or token) a client address may make per minute, every listener together; 0: no limit. */
+  AUTH_FAILURE_LIMIT: int(30, 0),
+  /** Express's `trust proxy`: the proxies whose X-Forwarded-For names the client (e.g. `loopback` or `10.0.0.0/8`); unset: none. */
+  TRUST_PROXY: optionalString,
+  /** Host names (without port) the console answers to; loopback names and a CONSOLE_HOST address are always in. */
+  CONSOLE_ALLOWED_HOSTS: z
+    .string()
+    .default('')
+    .transform((v) =>
+      v
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .filter((x) => x !== ''),
+    ),
+  /** The key that seals webhook signing secrets at rest: 32 bytes as base64 or hex (or SECRETS_KEY_FILE). */
+  SECRETS_KEY: optionalString,
+  SECRETS_KEY_FILE: optionalString,
   /** The read-only cost console's own listener (e.g. 4001); off when unset. 0 picks a free port. */
   CONSOLE_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** Loopback by default: the console is for people on this machine or behind a proxy that adds TLS. */
@@ -104,6 +130,10 @@ export type RawConfig = z.infer<typeof ConfigSchema>;
 export interface Config extends RawConfig {
   /** DATA_DIR resolved to an absolute path. */
   dataDir: string;
+  /** METRICS_TOKEN, or the content of METRICS_TOKEN_FILE. */
+  metricsToken: string | undefined;
+  /** SECRETS_KEY, or the content of SECRETS_KEY_FILE (the keys, newest first, one a line). */
+  secretsKey: string | undefined;
   sqliteFile: string;
   duckdbFile: string;
   walDir: string;
@@ -122,7 +152,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     const lines = r.error.issues.map((i) => {
       const name = String(i.path[0] ?? '?');
       // Never echo values of variables that can hold credentials.
-      const secret = /URL|KEY/.test(name);
+      const secret = /URL|KEY|TOKEN/.test(name);
       const shown = secret || picked[name] === undefined ? '' : ` (got ${JSON.stringify(picked[name])})`;
       return `${name}: ${i.message}${shown}`;
     });
@@ -130,12 +160,40 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   }
   const c = r.data;
   const dataDir = path.resolve(cwd, c.DATA_DIR);
+  const metricsToken = c.METRICS_TOKEN ?? fromFile('METRICS_TOKEN_FILE', c.METRICS_TOKEN_FILE, cwd);
+  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('invalid configuration: METRICS_TOKEN_FILE: the token must be at least 16 characters');
+  if (!isLoopback(c.METRICS_HOST) && metricsToken === undefined)
+    throw new ConfigError(
+      `invalid configuration: METRICS_HOST ${c.METRICS_HOST} serves /metrics beyond this machine: set METRICS_TOKEN_FILE (or METRICS_TOKEN) ` +
+        'to a token Prometheus sends as a bearer token, or keep METRICS_HOST on loopback',
+    );
   return {
     ...c,
     dataDir,
+    metricsToken,
+    secretsKey: c.SECRETS_KEY ?? fromFile('SECRETS_KEY_FILE', c.SECRETS_KEY_FILE, cwd),
     sqliteFile: path.join(dataDir, 'trace-ingest.sqlite'),
     duckdbFile: path.join(dataDir, 'spans.duckdb'),
     walDir: path.join(dataDir, 'wal'),
     adminSocket: path.join(dataDir, 'admin.sock'),
   };
+}
+
+/** A secret kept in a file (a Docker or Kubernetes secret); its content without surrounding white space. */
+function fromFile(name: string, file: string | undefined, cwd: string): string | undefined {
+  if (file === undefined) return undefined;
+  try {
+    const text = fs.readFileSync(path.resolve(cwd, file), 'utf8').trim();
+    if (text === '') throw new ConfigError(`invalid configuration: ${name}: ${file} is empty`);
+    return text;
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(`invalid configuration: ${name}: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+}
+
+/** An address that only this machine reaches. */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }

@@ -41,7 +41,7 @@ describe('error code catalog', () => {
     for (const code of publicErrorCodes()) expect(documented[code]).toEqual(ERROR_CODES[code].status);
     const ingestResponses = Object.keys(doc.paths['/ingest']?.post?.responses ?? {});
     const refusals = publicErrorCodes().filter((c) => refusalReason(c) !== 'error' || c === 'TI_ERR_UNAVAILABLE' || c === 'TI_ERR_INTERNAL');
-    for (const code of refusals) for (const s of ERROR_CODES[code].status) expect(ingestResponses, `${code} answers ${s}`).toContain(String(s));
+    for (const code of refusals) for (const s of ERROR_CODES[code].ingest ?? ERROR_CODES[code].status) expect(ingestResponses, `${code} answers ${s}`).toContain(String(s));
   });
 
   it('keeps the refusal reasons a small label set', () => {
@@ -55,6 +55,10 @@ describe('error code catalog', () => {
     const built: TiError[] = [
       new errors.PayloadTooLargeError(10),
       new errors.UnauthorizedError(),
+      new errors.ForbiddenError('budget:read'),
+      new errors.AmbiguousCredentialsError('x'),
+      new errors.AuthLimitedError(3),
+      new errors.HostNotAllowedError('evil.example'),
       new errors.RateLimitedError(1, 5),
       new errors.QuotaExceededError(10),
       new errors.InvalidJsonError('x'),
@@ -89,6 +93,8 @@ describe('error code catalog', () => {
     expect(otlpAnswer(new errors.BadRequestError('TI_ERR_CONTENT_TYPE', 'x'))).toEqual({ http: 415, grpc: GRPC.INVALID_ARGUMENT });
     expect(otlpAnswer(new errors.QuotaExceededError(1))).toEqual({ http: 403, grpc: GRPC.RESOURCE_EXHAUSTED });
     expect(otlpAnswer(new errors.UsageError('x'))).toEqual({ http: 400, grpc: GRPC.INVALID_ARGUMENT });
+    expect(otlpAnswer(new errors.ForbiddenError('ingest'))).toEqual({ http: 403, grpc: GRPC.PERMISSION_DENIED });
+    expect(new errors.ForbiddenError('ingest', 'x', { status: 401 }).httpCode).toBe(401);
   });
 
   it('has no code spelled out by hand outside errors.ts', () => {

@@ -4,6 +4,7 @@ import type { ValidationIssue } from './schema.js';
 export const GRPC = {
   INVALID_ARGUMENT: 3,
   NOT_FOUND: 5,
+  PERMISSION_DENIED: 7,
   RESOURCE_EXHAUSTED: 8,
   UNIMPLEMENTED: 12,
   INTERNAL: 13,
@@ -14,7 +15,8 @@ export const GRPC = {
 /**
  * Every code the service answers with, in one place: the status(es) it goes
  * out with, where it can be met (`ingest`: the public HTTP listener, listed
- * in the README and the OpenAPI document; `admin`: the CLI's Unix socket;
+ * in the README and the OpenAPI document; `console`: the cost console's
+ * listener only; `admin`: the CLI's Unix socket;
  * `cli`: the CLI and its stores; `start`: configuration refused at start),
  * and, for a refused POST /ingest batch, the bounded `reason` label of
  * trace_ingest_batches_rejected_total (others count as `error`).
@@ -22,6 +24,15 @@ export const GRPC = {
 const CATALOG = {
   TI_ERR_PAYLOAD_TOO_LARGE: { status: [413], surface: 'ingest', reason: 'size', otlp: [413, GRPC.INVALID_ARGUMENT] },
   TI_ERR_UNAUTHORIZED: { status: [401], surface: 'ingest', reason: 'auth', otlp: [401, GRPC.UNAUTHENTICATED] },
+  /**
+   * A valid key without the scope the route needs. 401 on POST /ingest, whose contract answers 401 for a key it
+   * does not take; 403 elsewhere (PERMISSION_DENIED on OTLP, which exporters do not retry).
+   */
+  TI_ERR_FORBIDDEN: { status: [403, 401], surface: 'ingest', reason: 'auth', otlp: [403, GRPC.PERMISSION_DENIED], ingest: [401] },
+  /** Two Authorization headers, two x-api-key headers, or both carrying different credentials: refused, never resolved by precedence. */
+  TI_ERR_AMBIGUOUS_CREDENTIALS: { status: [400], surface: 'ingest', reason: 'auth', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  /** Too many failed authentications from one client address: refused before the credential is looked at, until Retry-After. */
+  TI_ERR_AUTH_LIMITED: { status: [429], surface: 'ingest', reason: 'auth', otlp: [429, GRPC.RESOURCE_EXHAUSTED] },
   TI_ERR_RATE_LIMITED: { status: [429], surface: 'ingest', reason: 'rate_limit', otlp: [429, GRPC.RESOURCE_EXHAUSTED] },
   /** On /v1/traces 403, not 429: every OTLP exporter retries a 429, and the quota will not come back within its retries. */
   TI_ERR_QUOTA_EXCEEDED: { status: [429], surface: 'ingest', reason: 'quota', otlp: [403, GRPC.RESOURCE_EXHAUSTED] },
@@ -44,6 +55,8 @@ const CATALOG = {
   TI_ERR_BAD_REQUEST: { status: [400], surface: 'ingest', otlp: [400, GRPC.INVALID_ARGUMENT] },
   /** A request Node's HTTP parser refused: malformed, headers too large, too slow. */
   TI_ERR_BAD_HTTP: { status: [400, 408, 431], surface: 'ingest', otlp: [400, GRPC.INVALID_ARGUMENT] },
+  /** The console answered a Host it does not serve (CONSOLE_ALLOWED_HOSTS): a rebound DNS name or a misdirected request. */
+  TI_ERR_HOST_NOT_ALLOWED: { status: [421], surface: 'console' },
   TI_ERR_ADMIN_REQUEST: { status: [400], surface: 'admin' },
   TI_ERR_READ_ONLY: { status: [400], surface: 'admin' },
   TI_ERR_QUERY: { status: [400], surface: 'admin' },
@@ -55,10 +68,12 @@ const CATALOG = {
 export interface ErrorCodeInfo {
   /** The statuses it goes out with; the first is the one unless the condition names another of them. */
   status: readonly number[];
-  surface: 'ingest' | 'admin' | 'cli' | 'start';
+  surface: 'ingest' | 'console' | 'admin' | 'cli' | 'start';
   reason?: string;
   /** How POST /v1/traces answers it: the HTTP status (what an OTLP exporter retries on) and the google.rpc.Code of the Status body. */
   otlp?: readonly [number, number];
+  /** The statuses POST /ingest answers it with, where the v1 contract narrows `status`. */
+  ingest?: readonly number[];
 }
 
 export type ErrorCode = keyof typeof CATALOG;
@@ -120,6 +135,44 @@ export class PayloadTooLargeError extends TiError {
 export class UnauthorizedError extends TiError {
   constructor(message = 'missing, invalid or revoked API key: send it as "Authorization: Bearer <key>" or "x-api-key: <key>"') {
     super('TI_ERR_UNAUTHORIZED', message);
+  }
+}
+
+/** A valid key (or token) without the scope a route needs; the message names the scope. */
+export class ForbiddenError extends TiError {
+  constructor(
+    readonly scope: string,
+    message = `this API key lacks the "${scope}" scope; create a key with "trace-ingest keys create --org <org> --scope ${scope}"`,
+    options?: { status?: 401 | 403 },
+  ) {
+    super('TI_ERR_FORBIDDEN', message, options);
+  }
+}
+
+/** A request that carries its credential twice (two headers, or both forms with different values). */
+export class AmbiguousCredentialsError extends TiError {
+  constructor(message: string) {
+    super('TI_ERR_AMBIGUOUS_CREDENTIALS', message);
+  }
+}
+
+/** Failed authentications from one address over the limit: the next attempts are refused for a while. */
+export class AuthLimitedError extends TiError {
+  constructor(retryAfterSeconds: number) {
+    const s = Math.max(1, Math.ceil(retryAfterSeconds));
+    super('TI_ERR_AUTH_LIMITED', `too many failed authentications from this address; retry after ${s} s with a valid credential`, {
+      headers: { 'Retry-After': String(s) },
+    });
+  }
+}
+
+/** The console refuses a Host header it does not serve (DNS rebinding, a misdirected request). */
+export class HostNotAllowedError extends TiError {
+  constructor(host: string) {
+    super(
+      'TI_ERR_HOST_NOT_ALLOWED',
+      `the console does not serve the host "${host.slice(0, 100)}"; open it by an allowed name, or add this one to CONSOLE_ALLOWED_HOSTS`,
+    );
   }
 }
 

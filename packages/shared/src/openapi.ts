@@ -84,10 +84,16 @@ function otlpTracesPath(): JsonObject {
         },
         '400': otlpStatus('Not a decodable ExportTraceServiceRequest, or a bad Content-Encoding (INVALID_ARGUMENT). Not retried.'),
         '401': otlpStatus('API key missing, invalid or revoked (UNAUTHENTICATED). Not retried.'),
-        '403': otlpStatus('The monthly span quota is used up (RESOURCE_EXHAUSTED, no Retry-After). Not retried: final until the plan is upgraded.'),
+        '403': otlpStatus(
+          'The monthly span quota is used up (RESOURCE_EXHAUSTED, no Retry-After; final until the plan is upgraded), or the key lacks the ingest scope ' +
+            '(PERMISSION_DENIED). Not retried.',
+        ),
         '413': otlpStatus('Body exceeds INGEST_MAX_BODY_BYTES, on the wire or after decompression. Not retried.'),
         '415': otlpStatus('Content-Type is neither application/x-protobuf nor application/json.'),
-        '429': otlpStatus('Per-key rate limit (RESOURCE_EXHAUSTED); retry after Retry-After.', retryAfter),
+        '429': otlpStatus(
+          'Per-key rate limit, or too many failed authentications from this address (RESOURCE_EXHAUSTED); retry after Retry-After.',
+          retryAfter,
+        ),
         '503': otlpStatus('Draining for shutdown or the write buffer is full (UNAVAILABLE); retry after Retry-After.', retryAfter),
       },
     },
@@ -120,7 +126,8 @@ const otlpSchemas = {
     properties: {
       code: {
         type: 'integer',
-        description: 'google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED.',
+        description:
+          'google.rpc.Code: 3 INVALID_ARGUMENT, 7 PERMISSION_DENIED, 8 RESOURCE_EXHAUSTED, 12 UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED.',
       },
       message: { type: 'string' },
       details: { type: 'array', items: { type: 'object' } },
@@ -156,11 +163,14 @@ export function buildOpenApiDocument(): JsonObject {
               description: 'Accepted into the write buffer.',
               content: { 'application/json': { schema: { $ref: '#/components/schemas/IngestAccepted' } } },
             },
-            '400': errorResponse('Body is not valid JSON, or the payload fails schema validation (`issues` lists what to fix).'),
-            '401': errorResponse('API key missing, invalid or revoked.'),
+            '400': errorResponse(
+              'Body is not valid JSON, or the payload fails schema validation (`issues` lists what to fix), or the key is sent twice or two different keys are sent.',
+            ),
+            '401': errorResponse('API key missing, invalid, revoked, or without the ingest scope (the message names it).'),
             '413': errorResponse('Body exceeds INGEST_MAX_BODY_BYTES (after decompression too).'),
             '429': errorResponse(
-              'Rate limit (with Retry-After; retryable) or monthly span quota exceeded (no Retry-After; final until the plan is upgraded).',
+              'Rate limit (with Retry-After; retryable), too many failed authentications from this address (with Retry-After), ' +
+                'or monthly span quota exceeded (no Retry-After; final until the plan is upgraded).',
               retryAfter,
             ),
             '503': errorResponse('Draining for shutdown, or the write buffer is full; retry after Retry-After or against another replica.', retryAfter),
@@ -174,6 +184,8 @@ export function buildOpenApiDocument(): JsonObject {
           operationId: 'budget',
           summary: "This UTC month's budget and spend of the key's org and, given one, a customer",
           description:
+            'Needs a key with the budget:read scope (`trace-ingest keys create --scope budget:read`); an ingest key is refused with 403. ' +
+            'A key limited to named customers must give ?customer= (one of them) and is answered without the org. ' +
             'Advisory: spans are priced after the model call, and counted once flushed (asOf says when the spend was read). ' +
             'USD amounts are exact decimal strings; budgetUsd and remainingUsd are null without a budget.',
           parameters: [{ name: 'customer', in: 'query', required: false, schema: { type: 'string', minLength: 1, maxLength: 128 } }],
@@ -184,7 +196,7 @@ export function buildOpenApiDocument(): JsonObject {
                 'application/json': {
                   schema: {
                     type: 'object',
-                    required: ['month', 'org', 'asOf'],
+                    required: ['month', 'asOf'],
                     properties: {
                       month: { type: 'string', pattern: '^\\d{4}-\\d{2}$' },
                       asOf: { type: 'integer', description: 'epoch ms' },
@@ -195,9 +207,10 @@ export function buildOpenApiDocument(): JsonObject {
                 },
               },
             },
-            '400': errorResponse('customer is empty or longer than 128 characters.'),
+            '400': errorResponse('customer is empty or longer than 128 characters, or the key is sent twice.'),
             '401': errorResponse('API key missing, invalid or revoked.'),
-            '429': errorResponse('Rate limit (with Retry-After).', retryAfter),
+            '403': errorResponse('The key lacks the budget:read scope, or is limited to named customers and this is not one of them.'),
+            '429': errorResponse('Rate limit, or too many failed authentications from this address (with Retry-After).', retryAfter),
           },
         },
       },
@@ -208,14 +221,6 @@ export function buildOpenApiDocument(): JsonObject {
           summary: 'Stores reachable, not draining, write log under its cap',
           security: [],
           responses: { '200': { description: 'Ready' }, '503': errorResponse('Not ready') },
-        },
-      },
-      '/metrics': {
-        get: {
-          operationId: 'metrics',
-          summary: 'Prometheus metrics',
-          security: [],
-          responses: { '200': { description: 'Prometheus text format', content: { 'text/plain': {} } } },
         },
       },
       '/openapi.json': {

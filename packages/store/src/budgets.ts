@@ -1,8 +1,10 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { openControlDriver } from './console-tokens.js';
 import type { ControlDriver } from './control-store.js';
+import type { SecretBox } from './secret-box.js';
+import { newWebhookSecret, rotateWebhookSecret, sealWebhookSecrets, signingSecrets, type StoredWebhookSecrets } from './webhook-secrets.js';
 
 /**
  * Monthly spend budgets and their alerts, in the control store (SQLite, or
@@ -54,7 +56,8 @@ export interface BudgetEvent {
 /** A claimed alert, with where and how to send it. */
 export interface DueEvent extends BudgetEvent {
   webhookUrl: string | null;
-  webhookSecret: string | null;
+  /** The secrets to sign it with, opened: the budget's, and the one before a rotation while it overlaps. */
+  webhookSecrets: string[];
 }
 
 interface BudgetRow {
@@ -109,7 +112,11 @@ export function parseAlertAt(text: string): number[] {
 }
 
 export class Budgets {
-  constructor(private readonly driver: ControlDriver) {}
+  constructor(
+    private readonly driver: ControlDriver,
+    /** Seals webhook secrets at rest. */
+    private readonly secrets: SecretBox,
+  ) {}
 
   start(): Promise<void> {
     return this.driver.open();
@@ -148,7 +155,9 @@ export class Budgets {
       `SELECT id, webhook_secret AS "webhookSecret" FROM budgets WHERE org_id = ? AND customer_id = ?`,
       [input.orgId, input.customerId],
     );
-    const secret = input.webhookUrl === null ? null : (existing?.webhookSecret ?? `whsec_${randomBytes(32).toString('base64url')}`);
+    // A new webhook secret is shown once and stored sealed; a budget that had one keeps it.
+    const fresh = input.webhookUrl !== null && (existing?.webhookSecret ?? null) === null ? newWebhookSecret() : undefined;
+    const secret = input.webhookUrl === null ? null : fresh === undefined ? (existing?.webhookSecret ?? null) : this.secrets.seal(fresh);
     const budget: BudgetRecord = {
       id: existing?.id ?? `bud_${randomUUID().replaceAll('-', '')}`,
       orgId: input.orgId,
@@ -165,8 +174,7 @@ export class Budgets {
         [budget.id, budget.orgId, budget.customerId, ...values, budget.createdAt],
       );
     else await this.driver.all('UPDATE budgets SET monthly_usd = ?, alert_at = ?, webhook_url = ?, webhook_secret = ? WHERE id = ?', [...values, budget.id]);
-    const shown = secret !== null && secret !== existing?.webhookSecret ? { secret } : {};
-    return { budget, ...shown };
+    return { budget, ...(fresh === undefined ? {} : { secret: fresh }) };
   }
 
   async list(orgId?: string): Promise<BudgetRecord[]> {
@@ -224,12 +232,25 @@ export class Budgets {
       [owner, now + leaseMs, now, now, now, now],
     );
     if (won === undefined) return undefined;
-    const [row] = await this.driver.all<DueEvent>(
-      `SELECT ${EVENT_COLUMNS}, b.webhook_url AS "webhookUrl", b.webhook_secret AS "webhookSecret" ` +
+    const [row] = await this.driver.all<Omit<DueEvent, 'webhookSecrets'> & StoredWebhookSecrets>(
+      `SELECT ${EVENT_COLUMNS}, b.webhook_url AS "webhookUrl", b.webhook_secret AS "webhookSecret", ` +
+        'b.webhook_secret_previous AS "webhookSecretPrevious", b.webhook_secret_previous_until AS "webhookSecretPreviousUntil" ' +
         'FROM budget_events e LEFT JOIN budgets b ON b.id = e.budget_id WHERE e.id = ?',
       [won.id],
     );
-    return row === undefined ? undefined : toEvent(row);
+    if (row === undefined) return undefined;
+    const { webhookSecret, webhookSecretPrevious, webhookSecretPreviousUntil, ...event } = row;
+    return { ...toEvent(event), webhookSecrets: signingSecrets(this.secrets, { webhookSecret, webhookSecretPrevious, webhookSecretPreviousUntil }, now) };
+  }
+
+  /** A new signing secret for a budget's webhook (returned once); the old one signs beside it for `overlapMs`. */
+  rotateSecret(orgId: string, customerId: string, overlapMs: number): Promise<string> {
+    return rotateWebhookSecret(this.driver, this.secrets, { orgId, customerId }, overlapMs);
+  }
+
+  /** Seals secrets stored in plain text or under an older key (server start, `migrate`); how many. */
+  sealSecrets(): Promise<number> {
+    return sealWebhookSecrets(this.driver, this.secrets);
   }
 
   async delivered(id: string, owner: string, now = Date.now()): Promise<void> {
@@ -249,6 +270,6 @@ export class Budgets {
 }
 
 /** The budgets in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
-export async function openBudgets(opts: { sqliteFile: string; databaseUrl?: string | undefined }): Promise<Budgets> {
-  return new Budgets(await openControlDriver(opts));
+export async function openBudgets(opts: { sqliteFile: string; databaseUrl?: string | undefined; secrets: SecretBox }): Promise<Budgets> {
+  return new Budgets(await openControlDriver(opts), opts.secrets);
 }

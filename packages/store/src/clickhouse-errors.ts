@@ -58,8 +58,10 @@ export const INCORRECT_DATA = 117;
 
 /** DATABASE_ALREADY_EXISTS */
 export const DATABASE_EXISTS = 82;
-/** READONLY: a write refused under readonly=2. */
+/** READONLY: a write, SET or table function refused under readonly=1. */
 export const READONLY = 164;
+/** SYNTAX_ERROR: what is not a query, given as a subquery. */
+export const SYNTAX_ERROR = 62;
 
 /** ILLEGAL_COLUMN: also how 18.16 says an ADD COLUMN lost a race ("column with this name already exists"). */
 export const ILLEGAL_COLUMN = 44;

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { clickHouseErrorCode, DATABASE_EXISTS, INCORRECT_DATA, READONLY, REJECTED_CODES, SCHEMA_BEHIND_CODES } from './clickhouse-errors.js';
+import { clickHouseErrorCode, DATABASE_EXISTS, INCORRECT_DATA, READONLY, REJECTED_CODES, SCHEMA_BEHIND_CODES, SYNTAX_ERROR } from './clickhouse-errors.js';
 import { unquoteCosts } from './clickhouse-lines.js';
 import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickhouse-migrations.js';
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
@@ -430,17 +430,33 @@ export class ClickHouseSpanStore implements SpanStore {
     }
   }
 
+  /**
+   * An ad-hoc query (`trace-ingest sql`) under readonly=1, which on 18.16
+   * refuses every write, SET and table function (url, remote, file, s3,
+   * numbers...), and run as the subquery of a SELECT, so the server parses
+   * nothing but a query: readonly=1 lets KILL QUERY through, which a subquery
+   * cannot be. The server stops reading at maxRows.
+   */
   async readOnlyQuery(sql: string, params: readonly unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
     try {
-      // readonly=2 refuses every write but still lets the client send its output settings; the server stops at maxRows.
       const limit = maxRows === undefined ? {} : { max_result_rows: String(maxRows), result_overflow_mode: 'break' as const };
-      const rs = await this.c().query({ query: bindParams(sql, params), format: 'JSONEachRow', clickhouse_settings: { readonly: '2', ...limit } });
+      // The line break keeps a trailing -- comment from swallowing the parenthesis.
+      const query = `SELECT * FROM (\n${bindParams(sql, params).replace(/;\s*$/, '')}\n)`;
+      const rs = await this.c().query({ query, format: 'JSONEachRow', clickhouse_settings: { readonly: '1', ...limit } });
       const rows = await rs.json<QueryRow>();
       // The server stops at a block boundary past the limit.
       return maxRows === undefined ? rows : rows.slice(0, maxRows);
     } catch (e) {
-      if (clickHouseErrorCode(e, this.rules.typedErrors) === READONLY) throw new ReadOnlyQueryError('only queries that read are allowed here');
+      if (clickHouseErrorCode(e, this.rules.typedErrors) === READONLY) throw new ReadOnlyQueryError(`only queries that read are allowed here: ${errorText(e)}`);
+      if (clickHouseErrorCode(e, this.rules.typedErrors) === SYNTAX_ERROR)
+        throw new ReadOnlyQueryError(`give one SELECT: the span store is read-only here (${errorText(e)})`);
       throw e;
     }
   }
+
+}
+
+/** The first line of a server's error, for a message. */
+function errorText(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0] ?? '';
 }

@@ -36,8 +36,11 @@ export class SqliteControlDriver implements ControlDriver {
 
   open(): Promise<void> {
     if (this.db !== undefined) return Promise.resolve();
-    fs.mkdirSync(path.dirname(this.file), { recursive: true });
+    fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    const created = !fs.existsSync(this.file);
     const db = new Database(this.file);
+    // The owner's alone, whatever the umask (its -wal and -shm files take the same mode).
+    if (created) fs.chmodSync(this.file, 0o600);
     try {
       db.pragma('journal_mode = WAL');
       db.pragma('busy_timeout = 5000');

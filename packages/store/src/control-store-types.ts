@@ -1,4 +1,5 @@
 import type { PriceOverride } from '@trace-ingest/shared/price-engine';
+import type { KeyScope } from '@trace-ingest/shared/scopes';
 
 /**
  * Orgs, plans, API keys and quota usage. SQLite by default, PostgreSQL when
@@ -48,6 +49,10 @@ export interface ApiKeyInfo {
   prefix: string;
   createdAt: number;
   revokedAt: number | null;
+  /** What the key may do. */
+  scopes: KeyScope[];
+  /** The customers a budget:read key may read; null: every customer of its org. */
+  customers: string[] | null;
 }
 
 /** What the hot path needs to know about a presented, non-revoked key. */
@@ -63,6 +68,10 @@ export interface ResolvedKey {
   contentPolicy: string | null;
   /** The org's text retention in days (null: the default): a span older than that is written without its texts. */
   textDays: number | null;
+  /** What the key may do (a route checks its own with requireScope). */
+  scopes: KeyScope[];
+  /** The customers a budget:read key may read; null: every customer of its org. */
+  customers: string[] | null;
 }
 
 export interface CreatedKey extends ApiKeyInfo {
@@ -128,8 +137,8 @@ export interface ControlStore {
   /** Newest first. */
   listAudit(filter?: { orgId?: string; limit?: number }): Promise<AuditEntry[]>;
 
-  /** Creates a key; `key` may be supplied (headless init) or is generated with a CSPRNG. */
-  createKey(input: { orgName: string; name?: string; key?: string }): Promise<CreatedKey>;
+  /** Creates a key (scopes default to ingest); `key` may be supplied (headless init) or is generated with a CSPRNG. */
+  createKey(input: { orgName: string; name?: string; key?: string; scopes?: readonly KeyScope[]; customers?: readonly string[] | null }): Promise<CreatedKey>;
   listKeys(filter?: { orgName?: string }): Promise<ApiKeyInfo[]>;
   /** Revoke by id or prefix; throws UsageError when none or several match. */
   revokeKey(prefixOrId: string): Promise<ApiKeyInfo>;

@@ -52,11 +52,27 @@ export function controlStoreContract(fresh: () => Promise<ControlStore>): void {
       rateLimitRps: 1000,
       contentPolicy: null,
       textDays: null,
+      scopes: ['ingest'],
+      customers: null,
     });
     const listed = await store.listKeys();
     expect(listed).toEqual([
-      { id: created.id, orgId: created.orgId, orgName: 'acme', name: 'ci', prefix: created.prefix, createdAt: created.createdAt, revokedAt: null },
+      {
+        id: created.id,
+        orgId: created.orgId,
+        orgName: 'acme',
+        name: 'ci',
+        prefix: created.prefix,
+        createdAt: created.createdAt,
+        revokedAt: null,
+        scopes: ['ingest'],
+        customers: null,
+      },
     ]);
+    // A key for the budget API alone, limited to named customers.
+    const reader = await store.createKey({ orgName: 'acme', scopes: ['budget:read'], customers: ['alice@example.com', "o'brien"] });
+    expect(await store.resolveKeyHash(hashApiKey(reader.key))).toMatchObject({ scopes: ['budget:read'], customers: ['alice@example.com', "o'brien"] });
+    expect((await store.listKeys()).find((k) => k.id === reader.id)).toMatchObject({ scopes: ['budget:read'], customers: ['alice@example.com', "o'brien"] });
     expect(JSON.stringify(listed)).not.toContain(created.key);
     const revoked = await store.revokeKey(created.prefix);
     expect(typeof revoked.revokedAt).toBe('number');

@@ -1,5 +1,6 @@
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { generateApiKey, hashApiKey, isWellFormedKey, keyPrefix, newId } from '@trace-ingest/shared/ids';
+import { DEFAULT_SCOPES, parseCustomers, parseScopes, type KeyScope } from '@trace-ingest/shared/scopes';
 import type {
   AdoptionRecord,
   ApiKeyInfo,
@@ -96,8 +97,17 @@ const ORG_SELECT = `SELECT o.id AS id, o.name AS name, o.plan_id AS "planId", p.
        o.retention_days AS "retentionDays", o.text_days AS "textDays", o.content_policy AS "contentPolicy"
   FROM orgs o JOIN plans p ON p.id = o.plan_id`;
 const KEY_SELECT = `SELECT k.id AS id, k.org_id AS "orgId", o.name AS "orgName", k.name AS name, k.prefix AS prefix,
-       k.created_at AS "createdAt", k.revoked_at AS "revokedAt"
+       k.created_at AS "createdAt", k.revoked_at AS "revokedAt", k.scopes AS scopes, k.customers AS customers
   FROM api_keys k JOIN orgs o ON o.id = k.org_id`;
+
+/** A key's scopes and customers as stored (comma list, JSON array) to what callers see. */
+function withGrant<T extends { scopes: unknown; customers: unknown }>(row: T): Omit<T, 'scopes' | 'customers'> & { scopes: KeyScope[]; customers: string[] | null } {
+  return {
+    ...row,
+    scopes: parseScopes(String(row.scopes)),
+    customers: typeof row.customers === 'string' ? (JSON.parse(row.customers) as string[]) : null,
+  };
+}
 
 /** Price override fields and their columns, in insert order. */
 const OVERRIDE_FIELDS = [
@@ -185,15 +195,15 @@ export class SqlControlStore implements ControlStore {
   }
 
   async resolveKeyHash(sha256Hex: string): Promise<ResolvedKey | null> {
-    const [row] = await this.driver.all<ResolvedKey>(
+    const [row] = await this.driver.all<Omit<ResolvedKey, 'scopes' | 'customers'> & { scopes: string; customers: string | null }>(
       `SELECT k.id AS "keyId", k.prefix AS prefix, o.id AS "orgId", o.name AS "orgName", p.name AS "planName",
               p.monthly_spans AS "monthlySpans", p.rate_limit_rps AS "rateLimitRps",
-              o.content_policy AS "contentPolicy", o.text_days AS "textDays"
+              o.content_policy AS "contentPolicy", o.text_days AS "textDays", k.scopes AS scopes, k.customers AS customers
          FROM api_keys k JOIN orgs o ON o.id = k.org_id JOIN plans p ON p.id = o.plan_id
         WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
       [sha256Hex],
     );
-    return row ?? null;
+    return row === undefined ? null : withGrant(row);
   }
 
   /** Runs an insert; a unique violation (a racing creator) becomes the caller's conflict. */
@@ -325,17 +335,36 @@ export class SqlControlStore implements ControlStore {
     return org;
   }
 
-  async createKey(input: { orgName: string; name?: string; key?: string }): Promise<CreatedKey> {
+  async createKey(input: {
+    orgName: string;
+    name?: string;
+    key?: string;
+    scopes?: readonly KeyScope[];
+    customers?: readonly string[] | null;
+  }): Promise<CreatedKey> {
     const org = await this.requireOrg(input.orgName);
     const key = input.key ?? generateApiKey();
     if (!isWellFormedKey(key)) throw new UsageError('an API key must start with "ti_" followed by at least 20 characters of [A-Za-z0-9_-]');
+    const scopes = parseScopes((input.scopes ?? DEFAULT_SCOPES).join(','));
+    const customers = input.customers === undefined || input.customers === null ? null : parseCustomers(input.customers);
+    if (customers !== null && !scopes.includes('budget:read')) throw new UsageError('--customer limits what a budget:read key reads: give --scope budget:read too');
     const keyHash = hashApiKey(key);
     const conflict = (): Error => new AlreadyExistsError('key', '');
     if (await this.hasKeyHash(keyHash)) throw conflict();
-    const row = { id: newId('key'), orgId: org.id, orgName: org.name, name: input.name ?? '', prefix: keyPrefix(key), createdAt: Date.now(), revokedAt: null };
+    const row = {
+      id: newId('key'),
+      orgId: org.id,
+      orgName: org.name,
+      name: input.name ?? '',
+      prefix: keyPrefix(key),
+      createdAt: Date.now(),
+      revokedAt: null,
+      scopes,
+      customers,
+    };
     await this.insert(
-      'INSERT INTO api_keys (id, org_id, name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-      [row.id, row.orgId, row.name, row.prefix, keyHash, row.createdAt],
+      'INSERT INTO api_keys (id, org_id, name, prefix, key_hash, created_at, scopes, customers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      [row.id, row.orgId, row.name, row.prefix, keyHash, row.createdAt, scopes.join(','), customers === null ? null : JSON.stringify(customers)],
       conflict,
     );
     return { ...row, key };
@@ -346,13 +375,13 @@ export class SqlControlStore implements ControlStore {
   }
 
   async listKeys(filter?: { orgName?: string }): Promise<ApiKeyInfo[]> {
-    if (filter?.orgName === undefined) return this.driver.all<ApiKeyInfo>(`${KEY_SELECT} ORDER BY k.created_at, k.id`, []);
+    if (filter?.orgName === undefined) return (await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} ORDER BY k.created_at, k.id`, [])).map(withGrant);
     const org = await this.requireOrg(filter.orgName);
-    return this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.org_id = ? ORDER BY k.created_at, k.id`, [org.id]);
+    return (await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.org_id = ? ORDER BY k.created_at, k.id`, [org.id])).map(withGrant);
   }
 
   async revokeKey(prefixOrId: string): Promise<ApiKeyInfo> {
-    const matches = await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.id = ? OR k.prefix = ?`, [prefixOrId, prefixOrId]);
+    const matches = (await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.id = ? OR k.prefix = ?`, [prefixOrId, prefixOrId])).map(withGrant);
     const [only] = matches;
     if (only === undefined) throw new UnknownNameError('key', prefixOrId);
     if (matches.length > 1) throw new AmbiguousKeyError(prefixOrId, matches.length);
@@ -364,7 +393,7 @@ export class SqlControlStore implements ControlStore {
     );
     if (row !== undefined) return { ...only, revokedAt: row.revokedAt };
     const [again] = await this.driver.all<ApiKeyInfo>(`${KEY_SELECT} WHERE k.id = ?`, [only.id]);
-    return again ?? only;
+    return again === undefined ? only : withGrant(again);
   }
 
   async getMonthUsage(orgId: string, month: string): Promise<number> {

@@ -95,6 +95,11 @@ export interface DuckDbSpanStoreOptions {
   checkpointThreshold?: string | undefined;
   /** How many traces (and sessions) each day's top list keeps (default TOP_LISTS_PER_DAY); tests give a few. */
   topListsPerDay?: number | undefined;
+  /**
+   * Attach the file read-only and migrate nothing: for a process that only
+   * reads (`trace-ingest sql` with no server running). Its writes fail.
+   */
+  readOnly?: boolean | undefined;
 }
 
 /**
@@ -140,9 +145,13 @@ export class DuckDbSpanStore implements SpanStore {
 
   async start(): Promise<void> {
     if (this.instance !== undefined) return;
-    await fs.mkdir(path.dirname(this.opts.file), { recursive: true });
-    await fs.mkdir(this.tmpDir, { recursive: true });
-    await removeLoadFiles(this.tmpDir);
+    const readOnly = this.opts.readOnly === true;
+    if (!readOnly) {
+      await fs.mkdir(path.dirname(this.opts.file), { recursive: true, mode: 0o700 });
+      await fs.mkdir(this.tmpDir, { recursive: true, mode: 0o700 });
+      await removeLoadFiles(this.tmpDir);
+    }
+    const created = !readOnly && (await fileIdentity(this.opts.file)) === undefined;
     // The largest row the v1 contract allows is under 32 MiB as JSON (four 1M-character texts),
     // which bounds read_json's buffers (maximum_object_size below).
     const settings: Record<string, string> = {};
@@ -151,6 +160,8 @@ export class DuckDbSpanStore implements SpanStore {
     // A checkpoint's cost grows with the file (10M rows: 350 against 125 ms per 5,000-row insert when one ran
     // after every insert at DuckDB's 16 MB); fewer of them keep the cost per row flat: 355 against 318 ms at 256 MB.
     settings.checkpoint_threshold = this.opts.checkpointThreshold ?? '256MB';
+    // Spilled blocks (span texts) stay in DATA_DIR beside the file, not in the working directory.
+    settings.temp_directory = `${this.opts.file}.tmp`;
     // The file is attached to an in-memory instance so it can take ROW_GROUP_SIZE:
     // every checkpoint (one per 16 MB of DuckDB's own log) rewrites the row group
     // being appended to, and at DuckDB's 122,880 rows that group holds hundreds of
@@ -159,15 +170,19 @@ export class DuckDbSpanStore implements SpanStore {
     const instance = await DuckDBInstance.create(':memory:', settings);
     try {
       const boot = await instance.connect();
-      await boot.run(`ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (ROW_GROUP_SIZE ${ROW_GROUP_ROWS})`);
-      boot.closeSync();
-      this.writer = await instance.connect();
+      await boot.run(`ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (${readOnly ? 'READ_ONLY' : `ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`})`);
+      if (created) await fs.chmod(this.opts.file, 0o600);
       this.reader = await instance.connect();
-      await this.writer.run(`USE ${CATALOG}`);
       await this.reader.run(`USE ${CATALOG}`);
-      await applyDuckDbMigrations(this.writer, this.opts.logger, this.opts.migrationsDir);
+      if (!readOnly) {
+        this.writer = await instance.connect();
+        await this.writer.run(`USE ${CATALOG}`);
+        await applyDuckDbMigrations(this.writer, this.opts.logger, this.opts.migrationsDir);
+      }
+      await lockDown(boot, readOnly ? [] : [path.resolve(this.tmpDir)]);
+      boot.closeSync();
       this.instance = instance;
-      await this.loadMarkedDays();
+      if (!readOnly) await this.loadMarkedDays();
     } catch (e) {
       this.instance = undefined;
       instance.closeSync();
@@ -704,7 +719,7 @@ export class DuckDbSpanStore implements SpanStore {
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
     try {
       // Made again each time: an operator may have removed the folder while the server ran.
-      await fs.mkdir(this.tmpDir, { recursive: true });
+      await fs.mkdir(this.tmpDir, { recursive: true, mode: 0o700 });
       await writeChunks(file, chunksOf(lines));
       await body(
         `SELECT ${columns.map(([n]) => `"${n}"`).join(', ')} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
@@ -745,25 +760,41 @@ export class DuckDbSpanStore implements SpanStore {
     await reopen.catch(() => undefined);
   }
 
+  /**
+   * An ad-hoc query (`trace-ingest sql`), on a connection of its own inside a
+   * READ ONLY transaction, on an instance whose files, network and extensions
+   * are off (lockDown): DuckDB itself refuses a write (EXPLAIN ANALYZE DELETE
+   * included), a host file, a URL or an extension, whatever the statement.
+   * One SELECT or EXPLAIN, for a clear answer to anything else.
+   */
   async readOnlyQuery(sql: string, params: readonly unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
-    const conn = this.conn('reader');
-    const extracted = await conn.extractStatements(sql);
-    if (extracted.count !== 1) throw new ReadOnlyQueryError(`give exactly one statement (got ${extracted.count})`);
-    const prepared = await extracted.prepare(0);
-    if (prepared.statementType !== StatementType.SELECT && prepared.statementType !== StatementType.EXPLAIN) {
-      throw new ReadOnlyQueryError('only SELECT (or EXPLAIN) queries are allowed: the span store is read-only here');
-    }
-    if (params.length > 0) prepared.bind(params as DuckDBValue[]);
-    if (maxRows === undefined) return (await prepared.runAndReadAll()).getRowObjectsJson() as QueryRow[];
-    // Read chunk by chunk (2,048 rows each) and stop at maxRows: the rest is never materialized.
-    const out: QueryRow[] = [];
-    for await (const rows of (await prepared.stream()).yieldRowObjectJson()) {
-      for (const r of rows as QueryRow[]) {
-        if (out.length >= maxRows) return out;
-        out.push(r);
+    if (this.instance === undefined) throw new Error('span store is not started');
+    const conn = await this.instance.connect();
+    try {
+      await conn.run(`USE ${CATALOG}`);
+      const extracted = await conn.extractStatements(sql);
+      if (extracted.count !== 1) throw new ReadOnlyQueryError(`give exactly one statement (got ${extracted.count})`);
+      await conn.run('BEGIN TRANSACTION READ ONLY');
+      const prepared = await extracted.prepare(0).catch(refusal);
+      if (prepared.statementType !== StatementType.SELECT && prepared.statementType !== StatementType.EXPLAIN) {
+        throw new ReadOnlyQueryError('only SELECT (or EXPLAIN) queries are allowed: the span store is read-only here');
       }
+      if (params.length > 0) prepared.bind(params as DuckDBValue[]);
+      if (maxRows === undefined) return (await prepared.runAndReadAll().catch(refusal)).getRowObjectsJson() as QueryRow[];
+      // Read chunk by chunk (2,048 rows each) and stop at maxRows: the rest is never materialized.
+      const out: QueryRow[] = [];
+      for await (const rows of (await prepared.stream().catch(refusal)).yieldRowObjectJson()) {
+        for (const r of rows as QueryRow[]) {
+          if (out.length >= maxRows) return out;
+          out.push(r);
+        }
+      }
+      return out;
+    } finally {
+      // The query's own transaction (or what it left) ends with it; the connection too, with any USE or PRAGMA of its own.
+      await conn.run('ROLLBACK').catch(() => undefined);
+      conn.closeSync();
     }
-    return out;
   }
 
   async *queryStream(sql: string, params: readonly unknown[] = []): AsyncIterable<QueryRow> {
@@ -844,4 +875,30 @@ const EXPIRE_BATCH_ROWS = 50_000;
 
 function sqlString(s: string): string {
   return `'${s.replaceAll("'", "''")}'`;
+}
+
+/**
+ * What no query on this instance may do, set once the file is attached and
+ * migrated, then locked: read or write host files (but the store's own load
+ * folder, where the write path's batches are read from), reach a URL, or
+ * install or load an extension. DuckDB keeps these for the instance's life.
+ */
+async function lockDown(conn: DuckDBConnection, allowedDirs: readonly string[]): Promise<void> {
+  await conn.run(`SET GLOBAL allowed_directories = [${allowedDirs.map(sqlString).join(', ')}]`);
+  await conn.run('SET GLOBAL enable_external_access = false');
+  await conn.run('SET GLOBAL autoinstall_known_extensions = false');
+  await conn.run('SET GLOBAL autoload_known_extensions = false');
+  await conn.run('SET GLOBAL lock_configuration = true');
+}
+
+/** DuckDB's refusals of a write (a READ ONLY transaction) or of a file, URL or extension (lockDown), as what they are. */
+function refusal(e: unknown): never {
+  const msg = e instanceof Error ? e.message : String(e);
+  if (/read-only mode|read-only database|Cannot write to database/i.test(msg)) {
+    throw new ReadOnlyQueryError(`the span store is read-only here: ${msg.split('\n')[0] ?? msg}`);
+  }
+  if (/^Permission Error/.test(msg)) {
+    throw new ReadOnlyQueryError(`a query reads the span store's tables only (no files, URLs or extensions): ${msg.split('\n')[0] ?? msg}`);
+  }
+  throw e instanceof Error ? e : new Error(msg);
 }

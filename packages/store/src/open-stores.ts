@@ -21,6 +21,8 @@ export interface StoreOptions {
   logger?: ClickHouseLogger | undefined;
   /** Each org's retention as it stands (the server's), written with ClickHouse rows for its TTLs. */
   retentionOf?: ((orgId: string) => Retention | undefined) | undefined;
+  /** Only reads: DuckDB attaches its file read-only and migrates nothing. */
+  readOnly?: boolean | undefined;
 }
 
 export async function createControlStore(opts: StoreOptions): Promise<ControlStore> {
@@ -41,5 +43,11 @@ export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
       retentionOf: opts.retentionOf,
     });
   }
-  return new DuckDbSpanStore({ file: opts.duckdbFile, threads: opts.duckdbThreads, memoryLimit: opts.duckdbMemoryLimit, logger: opts.logger });
+  return new DuckDbSpanStore({
+    file: opts.duckdbFile,
+    threads: opts.duckdbThreads,
+    memoryLimit: opts.duckdbMemoryLimit,
+    logger: opts.logger,
+    readOnly: opts.readOnly,
+  });
 }

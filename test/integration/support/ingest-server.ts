@@ -5,6 +5,7 @@ import { pino, type Logger } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { loadConfig, type Config } from '@trace-ingest/shared/config';
+import type { KeyScope } from '@trace-ingest/shared/scopes';
 import { IngestServer, type ServerParts } from '@trace-ingest/server/server';
 import { SqliteControlStore } from '@trace-ingest/store/control-store-sqlite';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
@@ -12,14 +13,16 @@ import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 /** An in-process server over a temp DATA_DIR, with real SQLite and DuckDB. */
 export interface TestServer {
   url: string;
+  /** http://127.0.0.1:<port> of the /metrics listener. */
+  metricsUrl: string;
   dir: string;
   config: Config;
   server: IngestServer;
   keys: SqliteControlStore;
   /** The server's own connection to the key store (closing it makes the server's key store fail). */
   serverKeys: SqliteControlStore;
-  /** Creates an org (on `plan`) and a key for it; returns the key. */
-  newKey(org?: string, plan?: string): Promise<{ key: string; orgId: string; prefix: string }>;
+  /** Creates an org (on `plan`) and a key for it (ingest unless `scopes` says otherwise); returns the key. */
+  newKey(org?: string, plan?: string, scopes?: KeyScope[]): Promise<{ key: string; orgId: string; prefix: string }>;
   post(body: unknown, init?: { key?: string; headers?: Record<string, string>; raw?: string | Buffer }): Promise<Response>;
   /** Flushes the write log and reads the span store. */
   spans(sql?: string, params?: unknown[]): Promise<Record<string, unknown>[]>;
@@ -33,6 +36,7 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
   // Fixtures carry fixed dates in the past: no retention unless a test sets one.
   const config = loadConfig({
     PORT: '0',
+    METRICS_PORT: '0',
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     DRAIN_GRACE_MS: '0',
@@ -53,16 +57,17 @@ export async function startTestServer(env: Record<string, string> = {}, parts: S
   const url = `http://127.0.0.1:${server.port}`;
   const t: TestServer = {
     url,
+    metricsUrl: `http://127.0.0.1:${server.metricsPort}`,
     dir: dataDir,
     config,
     server,
     keys,
     serverKeys,
-    async newKey(org, plan) {
+    async newKey(org, plan, scopes) {
       const name = org ?? `org-${++orgSeq}-${process.pid}`;
       const existing = await keys.getOrg(name);
       const o = existing ?? (await keys.createOrg({ name, ...(plan === undefined ? {} : { planName: plan }) }));
-      const k = await keys.createKey({ orgName: name });
+      const k = await keys.createKey({ orgName: name, ...(scopes === undefined ? {} : { scopes }) });
       return { key: k.key, orgId: o.id, prefix: k.prefix };
     },
     async post(body, init = {}) {

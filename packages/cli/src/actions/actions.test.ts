@@ -7,6 +7,7 @@ import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { createContext, REPRICE_DUCKDB_MEMORY, type CliContext, type ContextDefaults } from '../context.js';
 import { runCli } from '../program.js';
 import type { Output } from '../output.js';
+import { hashApiKey } from '@trace-ingest/shared/ids';
 import { createKey, listKeys, revokeKey } from './keys.js';
 import { migrate } from './migrate.js';
 import { createOrg, listOrgs, setOrgPlan } from './orgs.js';
@@ -32,9 +33,9 @@ describe('CLI actions', () => {
   });
 
   it('migrates both stores, twice', async () => {
-    expect(await migrate(ctx)).toEqual({ keyStore: 'sqlite', spanStore: 'duckdb' });
+    expect(await migrate(ctx)).toEqual({ keyStore: 'sqlite', spanStore: 'duckdb', sealedSecrets: 0 });
     await ctx.close();
-    expect(await migrate(ctx)).toEqual({ keyStore: 'sqlite', spanStore: 'duckdb' });
+    expect(await migrate(ctx)).toEqual({ keyStore: 'sqlite', spanStore: 'duckdb', sealedSecrets: 0 });
     expect(fs.existsSync(path.join(dir, 'spans.duckdb'))).toBe(true);
   });
 
@@ -55,6 +56,21 @@ describe('CLI actions', () => {
     expect(listed).toHaveLength(1);
     expect(JSON.stringify(listed)).not.toContain(k.key);
     expect((await revokeKey(ctx, k.prefix)).revokedAt).not.toBeNull();
+  });
+
+  it('makes keys for one job: ingest by default, budget:read, optionally of named customers; shown in keys list', async () => {
+    await createOrg(ctx, { name: 'scoped' });
+    const ingest = await createKey(ctx, { org: 'scoped', name: 'app' });
+    expect(ingest).toMatchObject({ scopes: ['ingest'], customers: null });
+    const reader = await createKey(ctx, { org: 'scoped', name: 'gate', scope: 'budget:read', customers: ['alice@example.com', 'bob'] });
+    expect(reader).toMatchObject({ scopes: ['budget:read'], customers: ['alice@example.com', 'bob'] });
+    const both = await createKey(ctx, { org: 'scoped', scope: 'budget:read, ingest' });
+    expect(both.scopes).toEqual(['ingest', 'budget:read']);
+    expect((await listKeys(ctx, { org: 'scoped' })).map((k) => k.scopes)).toEqual(['ingest', 'budget:read(alice@example.com,bob)', 'ingest,budget:read']);
+    const resolved = await (await ctx.keys()).resolveKeyHash(hashApiKey(reader.key));
+    expect(resolved).toMatchObject({ scopes: ['budget:read'], customers: ['alice@example.com', 'bob'] });
+    await expect(createKey(ctx, { org: 'scoped', scope: 'admin' })).rejects.toThrow(/unknown scope "admin"; the scopes are ingest, budget:read/);
+    await expect(createKey(ctx, { org: 'scoped', customers: ['alice'] })).rejects.toThrow(/give --scope budget:read too/);
   });
 });
 
@@ -80,7 +96,7 @@ describe('trace-ingest command line', () => {
     const r = await run(['keys', 'create', '--org', 'acme', '--name', 'ci', '--json']);
     expect(r.code).toBe(0);
     const k = JSON.parse(r.stdout.join('')) as Record<string, string>;
-    expect(Object.keys(k).sort()).toEqual(['id', 'key', 'name', 'org', 'prefix']);
+    expect(Object.keys(k).sort()).toEqual(['customers', 'id', 'key', 'name', 'org', 'prefix', 'scopes']);
     const list = await run(['keys', 'list', '--json']);
     expect(list.stdout.join('')).not.toContain(k.key);
   });

@@ -1,5 +1,6 @@
 import { UsageError } from '@trace-ingest/shared/errors';
 import { ALL_CUSTOMERS, DEFAULT_ALERT_AT, openBudgets, parseAlertAt, type BudgetEvent, type BudgetRecord, type Budgets } from '@trace-ingest/store/budgets';
+import { secretBoxFor } from '@trace-ingest/store/secret-box';
 import type { CliContext } from '../context.js';
 
 export interface BudgetListing {
@@ -28,7 +29,7 @@ export interface BudgetEventListing {
 /** The key store is opened first: its migrations create the budgets' tables. */
 async function withBudgets<T>(ctx: CliContext, fn: (b: Budgets) => Promise<T>): Promise<T> {
   await ctx.keys();
-  const budgets = await openBudgets({ sqliteFile: ctx.config.sqliteFile, databaseUrl: ctx.config.DATABASE_URL });
+  const budgets = await openBudgets({ sqliteFile: ctx.config.sqliteFile, databaseUrl: ctx.config.DATABASE_URL, secrets: secretBoxFor(ctx.config) });
   await budgets.start();
   try {
     return await fn(budgets);
@@ -73,6 +74,32 @@ export async function setBudget(
   const alertAt = input.alertAt === undefined ? [...DEFAULT_ALERT_AT] : parseAlertAt(input.alertAt);
   const r = await withBudgets(ctx, (b) => b.set({ orgId: org.id, customerId, monthlyUsd: input.monthlyUsd, alertAt, webhookUrl: input.webhook ?? null }));
   return { budget: await listing(ctx, r.budget), ...(r.secret === undefined ? {} : { secret: r.secret }) };
+}
+
+/** Hours a rotated secret keeps signing beside the new one, by default: a day for the receiver to switch. */
+export const DEFAULT_ROTATION_OVERLAP_HOURS = 24;
+
+/**
+ * A new signing secret for a budget's webhook, printed once; the old one
+ * signs alongside it for `overlapHours` (0: at once only the new one).
+ */
+export async function rotateSecret(
+  ctx: CliContext,
+  input: { org: string; customer?: string | undefined; allCustomers?: boolean | undefined; overlapHours?: number | undefined },
+): Promise<{ budget: BudgetListing; secret: string; oldSecretUntil: string | null }> {
+  const org = await orgOf(ctx, input.org);
+  const customerId = scopeOf(input);
+  const hours = input.overlapHours ?? DEFAULT_ROTATION_OVERLAP_HOURS;
+  const started = Date.now();
+  const secret = await withBudgets(ctx, (b) => b.rotateSecret(org.id, customerId, hours * 3_600_000));
+  const [budget] = (await listBudgets(ctx, { org: org.id })).filter((l) => l.scope === scopeText(customerId));
+  if (budget === undefined) throw new UsageError('the budget was removed meanwhile');
+  return { budget, secret, oldSecretUntil: hours > 0 ? new Date(started + hours * 3_600_000).toISOString() : null };
+}
+
+/** Seals the webhook secrets stored in plain text (by an earlier version) or under an older SECRETS_KEY; how many. */
+export function sealSecrets(ctx: CliContext): Promise<number> {
+  return withBudgets(ctx, (b) => b.sealSecrets());
 }
 
 export async function listBudgets(ctx: CliContext, input: { org?: string | undefined }): Promise<BudgetListing[]> {

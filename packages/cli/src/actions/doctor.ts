@@ -165,7 +165,7 @@ async function checkDiskForecast(ctx: CliContext): Promise<Check> {
 
 async function checkDataDir(dir: string): Promise<Check> {
   try {
-    await fs.mkdir(dir, { recursive: true });
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const probe = path.join(dir, `.doctor-${process.pid}`);
     const fh = await fs.open(probe, 'w');
     await fh.write('ok');

@@ -1,3 +1,4 @@
+import { parseScopes, type KeyScope } from '@trace-ingest/shared/scopes';
 import type { ApiKeyInfo } from '@trace-ingest/store/control-store-types';
 import type { CliContext } from '../context.js';
 
@@ -7,6 +8,9 @@ export interface CreatedKeyOutput {
   prefix: string;
   org: string;
   name: string;
+  scopes: KeyScope[];
+  /** The customers a budget:read key reads; null: every customer of its org. */
+  customers: string[] | null;
 }
 
 export interface KeyListing {
@@ -14,13 +18,31 @@ export interface KeyListing {
   prefix: string;
   name: string;
   org: string;
+  /** e.g. "ingest" or "budget:read"; a limited budget:read key lists its customers after it. */
+  scopes: string;
   createdAt: string;
   revokedAt: string | null;
 }
 
-export async function createKey(ctx: CliContext, input: { org: string; name?: string | undefined }): Promise<CreatedKeyOutput> {
-  const k = await (await ctx.keys()).createKey({ orgName: input.org, ...(input.name === undefined ? {} : { name: input.name }) });
-  return { id: k.id, key: k.key, prefix: k.prefix, org: k.orgName, name: k.name };
+/** A key for what it will do: `ingest` (the default) or `budget:read`, which `customers` may limit to named customers. */
+export async function createKey(
+  ctx: CliContext,
+  input: { org: string; name?: string | undefined; scope?: string | undefined; customers?: readonly string[] | undefined },
+): Promise<CreatedKeyOutput> {
+  const k = await (
+    await ctx.keys()
+  ).createKey({
+    orgName: input.org,
+    ...(input.name === undefined ? {} : { name: input.name }),
+    ...(input.scope === undefined ? {} : { scopes: parseScopes(input.scope) }),
+    ...(input.customers === undefined || input.customers.length === 0 ? {} : { customers: input.customers }),
+  });
+  return { id: k.id, key: k.key, prefix: k.prefix, org: k.orgName, name: k.name, scopes: k.scopes, customers: k.customers };
+}
+
+/** Scopes as `keys list` shows them: `budget:read(alice,bob)` for a key limited to named customers. */
+export function scopeText(scopes: readonly string[], customers: readonly string[] | null): string {
+  return scopes.map((s) => (s === 'budget:read' && customers !== null ? `${s}(${customers.join(',')})` : s)).join(',');
 }
 
 function listing(k: ApiKeyInfo): KeyListing {
@@ -29,6 +51,7 @@ function listing(k: ApiKeyInfo): KeyListing {
     prefix: k.prefix,
     name: k.name,
     org: k.orgName,
+    scopes: scopeText(k.scopes, k.customers),
     createdAt: new Date(k.createdAt).toISOString(),
     revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
   };

@@ -1,23 +1,12 @@
-import { createHash } from 'node:crypto';
-import os from 'node:os';
 import { validateContentPolicy, parseContentPolicy, serializeContentPolicy, type BuiltinRule, type ContentPolicy } from '@trace-ingest/shared/content-policy';
 import { UsageError } from '@trace-ingest/shared/errors';
 import type { EraseCounts, EraseKind } from '@trace-ingest/shared/lifecycle';
 import type { AuditEntry, Org } from '@trace-ingest/store/control-store-types';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import type { CliContext } from '../context.js';
-import { openSpanAccess } from '../span-access.js';
+import { currentActor, openSpanAccess } from '../span-access.js';
 
-/** Who runs the command, as the audit log records it. */
-export function currentActor(): string {
-  let user = 'unknown';
-  try {
-    user = os.userInfo().username;
-  } catch {
-    // no passwd entry (a container's arbitrary uid)
-  }
-  return `${user}@${os.hostname()}`;
-}
+export { currentActor };
 
 async function requireOrg(ctx: CliContext, org: string): Promise<Org> {
   const o = await (await ctx.keys()).getOrg(org);
@@ -103,27 +92,15 @@ export interface EraseInput {
   actor?: string;
 }
 
-/** The id as the audit log keeps it: a digest, so the log does not hold what was erased. */
-export function auditTarget(kind: EraseKind, id: string): string {
-  return `${kind} sha256:${createHash('sha256').update(id).digest('hex').slice(0, 16)}`;
-}
-
-/** Erases a customer's, trace's or session's data (through the running server when there is one) and records it. */
+/**
+ * Erases a customer's, trace's or session's data and records it: through the
+ * running server when there is one (it writes the audit entry, and forgets
+ * what it holds of the customer), else on the store the CLI opens.
+ */
 export async function erase(ctx: CliContext, input: EraseInput): Promise<EraseCounts & { dryRun: boolean; org: string }> {
   const org = await requireOrg(ctx, input.org);
-  const access = await openSpanAccess(ctx);
-  const counts = await access.erase(org.id, { kind: input.kind, id: input.id }, input.dryRun);
-  if (!input.dryRun) {
-    await (
-      await ctx.keys()
-    ).appendAudit({
-      actor: input.actor ?? currentActor(),
-      action: 'erase',
-      orgId: org.id,
-      target: auditTarget(input.kind, input.id),
-      detail: JSON.stringify(counts),
-    });
-  }
+  const access = await openSpanAccess(ctx, { preferServer: true });
+  const counts = await access.erase(org.id, { kind: input.kind, id: input.id }, input.dryRun, input.actor ?? currentActor());
   return { ...counts, dryRun: input.dryRun, org: org.name };
 }
 

@@ -79,7 +79,7 @@ export async function whereSpansAre(ctx: CliContext, orgId: string): Promise<str
  * were left out.
  */
 export async function sql(ctx: CliContext, query: string, limit = 10_000): Promise<{ rows: QueryRow[]; more: boolean }> {
-  const rows = await (await openSpanAccess(ctx)).sql(query, [], limit + 1);
+  const rows = await (await openSpanAccess(ctx, { readOnly: true })).sql(query, [], limit + 1);
   return { rows: rows.slice(0, limit), more: rows.length > limit };
 }
 

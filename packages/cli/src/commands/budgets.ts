@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { budgetEvents, listBudgets, setBudget, unsetBudget } from '../actions/budgets.js';
+import { budgetEvents, DEFAULT_ROTATION_OVERLAP_HOURS, listBudgets, rotateSecret, setBudget, unsetBudget } from '../actions/budgets.js';
 import { parseOptions } from '../options.js';
 import { printJson, printTable } from '../output.js';
 import type { Runner } from '../runner.js';
@@ -10,7 +10,7 @@ const Scope = { customer: z.string().optional(), allCustomers: z.boolean().optio
 export function registerBudgets(program: Command, run: Runner): void {
   const b = program
     .command('budgets')
-    .description('monthly spend budgets per org or customer, and their alerts (webhooks signed with HMAC-SHA256)')
+    .description('monthly spend budgets per org or customer, and their alerts (webhooks signed with HMAC-SHA256 over a timestamp and the body)')
     .addHelpText(
       'after',
       '\nExamples:\n' +
@@ -47,9 +47,34 @@ export function registerBudgets(program: Command, run: Runner): void {
           if (r.secret !== undefined) {
             out.out(r.secret);
             out.err(
-              'the webhook secret above signs each alert (X-Trace-Ingest-Signature: sha256=<HMAC-SHA256 of the body>); store it now: it is not shown again',
+              'the webhook secret above signs each alert (X-Trace-Ingest-Signature: t=<unix seconds>,v1=<HMAC-SHA256 of "<t>.<body>">, ' +
+                'see the README); store it now: it is not shown again',
             );
           }
+        }
+      }),
+    );
+  b.command('rotate-secret')
+    .description("give a budget's webhook a new signing secret (printed once); the old one keeps signing beside it for --overlap-hours")
+    .requiredOption('--org <org>', 'org name or id')
+    .option('--customer <id>', "the customer's budget")
+    .option('--all-customers', 'the budget of each customer')
+    .option('--overlap-hours <n>', 'hours the old secret still signs (a second v1= in the header), for the receiver to switch', String(DEFAULT_ROTATION_OVERLAP_HOURS))
+    .option('--json', 'print JSON')
+    .action((raw: Record<string, unknown>) =>
+      run(async (ctx, out) => {
+        const o = parseOptions(
+          z.object({ org: z.string().min(1), ...Scope, overlapHours: z.coerce.number().int().min(0).max(24 * 30), json: z.boolean().optional() }),
+          raw,
+        );
+        const r = await rotateSecret(ctx, o);
+        if (o.json === true) printJson(out, r);
+        else {
+          out.out(r.secret);
+          out.err(
+            `new webhook secret for ${r.budget.org} ${r.budget.scope}; store it now: it is not shown again. ` +
+              (r.oldSecretUntil === null ? 'The old secret signs no more.' : `The old secret also signs until ${r.oldSecretUntil}.`),
+          );
         }
       }),
     );

@@ -46,6 +46,10 @@ export const apiKeys = pgTable(
     keyHash: text('key_hash').notNull().unique(),
     createdAt: int64('created_at').notNull(),
     revokedAt: int64('revoked_at'),
+    /** What the key may do: 'ingest' (write spans), 'budget:read' (GET /v1/budget), comma-separated. Keys made before scopes ingest. */
+    scopes: text('scopes').notNull().default('ingest'),
+    /** JSON array of the customer ids a budget:read key may read; NULL: every customer of its org. */
+    customers: text('customers'),
   },
   (t) => [index('api_keys_org_idx').on(t.orgId), index('api_keys_prefix_idx').on(t.prefix)],
 );
@@ -113,7 +117,11 @@ export const budgets = pgTable(
     monthlyUsd: text('monthly_usd').notNull(),
     alertAt: text('alert_at').notNull(),
     webhookUrl: text('webhook_url'),
+    /** The signing secret, sealed with the operator's key (`enc:v1:...`); never stored in the clear. */
     webhookSecret: text('webhook_secret'),
+    /** The secret before the last rotation, sealed too, still signing alongside the new one until `webhook_secret_previous_until`. */
+    webhookSecretPrevious: text('webhook_secret_previous'),
+    webhookSecretPreviousUntil: int64('webhook_secret_previous_until'),
     createdAt: int64('created_at').notNull(),
   },
   (t) => [uniqueIndex('budgets_scope_idx').on(t.orgId, t.customerId)],
