@@ -16,7 +16,15 @@ describe('trace-ingest CLI processes', () => {
   let env: Record<string, string>;
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cli-proc-'));
-    env = { PATH: process.env.PATH ?? '', DATA_DIR: dir, PORT: String(await freePort()), METRICS_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DRAIN_GRACE_MS: '100' };
+    env = {
+      PATH: process.env.PATH ?? '',
+      DATA_DIR: dir,
+      PORT: String(await freePort()),
+      METRICS_PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      DRAIN_GRACE_MS: '100',
+    };
   });
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 

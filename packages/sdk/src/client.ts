@@ -16,7 +16,8 @@ export interface BudgetStatus {
 export interface BudgetAnswer {
   /** The UTC month, YYYY-MM. */
   month: string;
-  org: BudgetStatus;
+  /** Absent for a key limited to named customers. */
+  org?: BudgetStatus;
   customer?: BudgetStatus & { id: string };
   /** When the server last read the spend (epoch ms); spans count once stored, within seconds. */
   asOf: number;
@@ -45,6 +46,8 @@ export interface TraceIngestOptions {
   baseUrl?: string;
   /** Default: TRACE_INGEST_API_KEY. Without a key the client records nothing and says so once. */
   apiKey?: string;
+  /** A key of the budget:read scope for budget() (default: TRACE_INGEST_BUDGET_API_KEY, else apiKey). */
+  budgetApiKey?: string;
   /** Every span that will not be sent, and why. Default: one console.warn per error. */
   onError?: (error: TraceIngestError) => void;
   /**
@@ -179,6 +182,7 @@ export class TraceIngest implements SpanSink {
   readonly recordInputs: boolean;
   readonly recordOutputs: boolean;
   private readonly apiKey: string | undefined;
+  private readonly budgetApiKey: string | undefined;
   private readonly onError: (e: TraceIngestError) => void;
   private readonly onWarning: (message: string) => void;
   private readonly flushAt: number;
@@ -208,6 +212,8 @@ export class TraceIngest implements SpanSink {
     this.baseUrl = (opts.baseUrl ?? env['TRACE_INGEST_URL'] ?? 'http://localhost:4000').replace(/\/+$/, '');
     const key = opts.apiKey ?? env['TRACE_INGEST_API_KEY'];
     this.apiKey = key === undefined || key === '' ? undefined : key;
+    const budgetKey = opts.budgetApiKey ?? env['TRACE_INGEST_BUDGET_API_KEY'];
+    this.budgetApiKey = budgetKey === undefined || budgetKey === '' ? undefined : budgetKey;
     this.onError = opts.onError ?? defaultOnError;
     this.onWarning = opts.onWarning ?? ((m) => console.warn(`trace-ingest: ${m}`));
     this.flushAt = Math.max(1, opts.flushAt ?? 100);
@@ -291,15 +297,22 @@ export class TraceIngest implements SpanSink {
    * percentages crossed. Advisory: spans are priced after the model call, so
    * the application decides whether to refuse the next one. Resolves
    * undefined when the server cannot say (reported to onError), never throws.
+   *
+   * Needs a key of the `budget:read` scope, which an ingest key does not have
+   * (`trace-ingest keys create --org <org> --scope budget:read`): give it as
+   * `budgetApiKey` (or TRACE_INGEST_BUDGET_API_KEY); without one, `apiKey` is
+   * sent and the server answers 403 unless that key has the scope too. A key
+   * limited to named customers needs `customer`, and answers without `org`.
    */
   async budget(customer?: string): Promise<BudgetAnswer | undefined> {
-    if (this.apiKey === undefined) {
-      this.report(new TraceIngestError('no API key: pass apiKey or set TRACE_INGEST_API_KEY', 'SDK_NO_API_KEY', 0));
+    const key = this.budgetApiKey ?? this.apiKey;
+    if (key === undefined) {
+      this.report(new TraceIngestError('no API key: pass budgetApiKey (a budget:read key) or set TRACE_INGEST_BUDGET_API_KEY', 'SDK_NO_API_KEY', 0));
       return undefined;
     }
     const url = `${this.baseUrl}/v1/budget${customer === undefined ? '' : `?customer=${encodeURIComponent(customer)}`}`;
     try {
-      const res = await this.fetchFn(url, { headers: { authorization: `Bearer ${this.apiKey}` }, signal: AbortSignal.timeout(this.requestTimeoutMs) });
+      const res = await this.fetchFn(url, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(this.requestTimeoutMs) });
       const body = (await res.json().catch(() => undefined)) as (BudgetAnswer & { error?: string; code?: string }) | undefined;
       if (!res.ok || body === undefined) {
         this.report(new TraceIngestError(body?.error ?? `GET /v1/budget answered ${res.status}`, body?.code ?? 'SDK_BUDGET', 0, res.status));

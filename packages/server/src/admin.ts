@@ -87,6 +87,22 @@ export class AdminServer {
   ) {}
 
   async start(): Promise<void> {
+    const app = this.app();
+    removeStaleSocket(this.socketPath);
+    const server = http.createServer(app);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.socketPath, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    fs.chmodSync(this.socketPath, 0o600);
+    this.server = server;
+  }
+
+  /** The socket's routes (its own method, so the route-by-credential table can be checked against them). */
+  app(): express.Express {
     const app = express();
     app.use(express.json({ limit: '1mb' }));
     app.get('/v1/ping', (_req, res) => {
@@ -138,18 +154,7 @@ export class AdminServer {
       res.json(result);
     });
     app.use(errorMiddleware(this.logger, this.metrics));
-
-    removeStaleSocket(this.socketPath);
-    const server = http.createServer(app);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.socketPath, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    fs.chmodSync(this.socketPath, 0o600);
-    this.server = server;
+    return app;
   }
 
   async close(): Promise<void> {

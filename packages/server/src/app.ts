@@ -13,6 +13,7 @@ import {
 } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { CUSTOMER_TEXT } from '@trace-ingest/shared/fields';
+import { ROUTES } from '@trace-ingest/shared/routes';
 import type { BudgetAnswer } from './budgets.js';
 import { ingestHandler } from './ingest.js';
 import type { Metrics } from './metrics.js';
@@ -28,7 +29,8 @@ export interface AppDeps extends OtlpDeps {
   trustProxy?: string | false;
 }
 
-const ROUTES = new Set(['/ingest', OTLP_TRACES_PATH, '/v1/budget', '/healthz', '/readyz', '/openapi.json']);
+/** The ingest listener's routes, as their metric label (anything else is `other`). */
+const ROUTE_LABELS = new Set(ROUTES.filter((r) => r.listener === 'ingest').map((r) => r.path));
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The HTTP surface. Every answer that is not a 2xx is JSON with an `error` string. */
@@ -118,7 +120,7 @@ function requestLog(logger: Logger, metrics: Metrics) {
     res.locals.reqId = reqId;
     res.setHeader('X-Request-Id', reqId);
     res.once('finish', () => {
-      const route = ROUTES.has(req.path) ? req.path : 'other';
+      const route = ROUTE_LABELS.has(req.path) ? req.path : 'other';
       metrics.httpRequests.inc({ route, method: req.method, status: String(res.statusCode) });
       logger.info(
         {

@@ -26,13 +26,16 @@ describe('the credential of a request', () => {
       { headers: { 'x-api-key': [KEY, OTHER] } },
       { headers: { 'x-api-key': `${KEY}, ${OTHER}` } },
     ];
-    for (const src of refused) expect(() => presentedKey(src), JSON.stringify(src)).toThrow(expect.objectContaining({ code: 'TI_ERR_AMBIGUOUS_CREDENTIALS', httpCode: 400 }));
+    for (const src of refused)
+      expect(() => presentedKey(src), JSON.stringify(src)).toThrow(expect.objectContaining({ code: 'TI_ERR_AMBIGUOUS_CREDENTIALS', httpCode: 400 }));
     expect(() => presentedBearer(raw('Authorization', 'Bearer a', 'Authorization', 'Bearer b'))).toThrow(/two Authorization headers/);
   });
 
   it('refuses a key without the scope a route needs: 403 naming it, or 401 where the contract says so', () => {
     expect(() => requireScope({ scopes: ['ingest'] }, 'ingest')).not.toThrow();
-    expect(() => requireScope({ scopes: ['ingest'] }, 'budget:read')).toThrow(expect.objectContaining({ httpCode: 403, message: expect.stringContaining('"budget:read" scope') }));
+    expect(() => requireScope({ scopes: ['ingest'] }, 'budget:read')).toThrow(
+      expect.objectContaining({ httpCode: 403, message: expect.stringContaining('"budget:read" scope') }),
+    );
     expect(() => requireScope({ scopes: ['budget:read'] }, 'ingest', 401)).toThrow(expect.objectContaining({ httpCode: 401, code: 'TI_ERR_FORBIDDEN' }));
   });
 });

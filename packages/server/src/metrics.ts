@@ -112,7 +112,7 @@ export class Metrics {
     name: 'trace_ingest_budget_spend_usd',
     help:
       'This UTC month\'s spend: per org (budget = its budget\'s id, customer=""), and per customer with a budget of their own ' +
-      '(the budget\'s id; the customer id only with METRICS_CUSTOMER_LABELS)',
+      "(the budget's id; the customer id only with METRICS_CUSTOMER_LABELS)",
     labelNames: ['org', 'budget', 'customer'] as const,
     registers: [this.registry],
   });

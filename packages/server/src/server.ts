@@ -22,6 +22,9 @@ import { OtlpCodec } from './otlp-codec.js';
 import { Authenticator } from './auth.js';
 import { AuthFailures } from './auth-failures.js';
 import { createMetricsApp } from './metrics-app.js';
+import { routesOf } from './routes-of.js';
+import type { Listener } from '@trace-ingest/shared/routes';
+import type express from 'express';
 import { consoleHosts, createConsoleApp } from './console.js';
 import { BodySlots } from './body.js';
 import { AlertDeliverer, BudgetWatcher } from './budgets.js';
@@ -65,7 +68,9 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
 function listen(server: http.Server, port: number, host: string, variable = 'PORT'): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const failed = (e: NodeJS.ErrnoException) =>
-      reject(e.code === 'EADDRINUSE' ? new Error(`${variable} ${port} is already in use on ${host}: set ${variable} to a free port (0 picks one)`, { cause: e }) : e);
+      reject(
+        e.code === 'EADDRINUSE' ? new Error(`${variable} ${port} is already in use on ${host}: set ${variable} to a free port (0 picks one)`, { cause: e }) : e,
+      );
     server.once('error', failed);
     server.listen(port, host, () => {
       server.off('error', failed);
@@ -108,6 +113,8 @@ export class IngestServer {
   private admin: AdminServer | undefined;
   private retention: RetentionJob | undefined;
   private diskReporter: DiskReporter | undefined;
+  /** The apps of the listeners, for routes(). */
+  private readonly apps: Partial<Record<Listener, express.Express>> = {};
   private draining = false;
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
@@ -134,6 +141,11 @@ export class IngestServer {
   /** The console listener's port; 0 when CONSOLE_PORT is unset. */
   get consolePort(): number {
     return (this.consoleHttp?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** What every listener serves (method, path), from the apps themselves: the route-by-credential table is checked against it. */
+  routes(): { listener: Listener; method: string; path: string }[] {
+    return (Object.entries(this.apps) as [Listener, express.Express][]).flatMap(([listener, app]) => routesOf(app).map((r) => ({ listener, ...r })));
   }
 
   /** Reads the disk gauges of /metrics now rather than at the next minute. */
@@ -276,6 +288,7 @@ export class IngestServer {
       textRetentionDays: c.TEXT_RETENTION_DAYS,
       budget: (orgId, customer) => watcher.answer(orgId, customer),
     });
+    this.apps.ingest = app;
     // Never on the ingest port: the metrics name orgs and models (and customers, when allowed).
     const metricsApp = createMetricsApp({
       metrics: this.metrics,
@@ -284,6 +297,7 @@ export class IngestServer {
       failures: this.authFailures,
       trustProxy: c.TRUST_PROXY ?? false,
     });
+    this.apps.metrics = metricsApp;
     this.metricsHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, metricsApp);
     this.metricsHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
     await listen(this.metricsHttp, c.METRICS_PORT, c.METRICS_HOST, 'METRICS_PORT');
@@ -305,6 +319,7 @@ export class IngestServer {
         failures: this.authFailures,
         trustProxy: c.TRUST_PROXY ?? false,
       });
+      this.apps.console = consoleApp;
       this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);
       this.consoleHttp.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
       await listen(this.consoleHttp, c.CONSOLE_PORT, c.CONSOLE_HOST, 'CONSOLE_PORT');
@@ -326,6 +341,7 @@ export class IngestServer {
       () => (this.consoleHttp === undefined ? undefined : `http://${c.CONSOLE_HOST === '0.0.0.0' ? '127.0.0.1' : c.CONSOLE_HOST}:${this.consolePort}/console/`),
       { audit: keyStore, onErased: (orgId, _kind, id) => watcher.forgetCustomer(orgId, id) },
     );
+    this.apps.admin = this.admin.app();
     try {
       await this.admin.start();
     } catch (e) {

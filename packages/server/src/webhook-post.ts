@@ -38,6 +38,8 @@ export async function postWebhook(
   });
   await res.arrayBuffer().catch(() => undefined);
   if (res.status >= 300 && res.status < 400)
-    throw new Error(`the webhook answered a redirect (${res.status}); alerts are not sent on to another address: set the final URL with "budgets set --webhook"`);
+    throw new Error(
+      `the webhook answered a redirect (${res.status}); alerts are not sent on to another address: set the final URL with "budgets set --webhook"`,
+    );
   if (!res.ok) throw new Error(`the webhook answered ${res.status}`);
 }

@@ -161,7 +161,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
   const c = r.data;
   const dataDir = path.resolve(cwd, c.DATA_DIR);
   const metricsToken = c.METRICS_TOKEN ?? fromFile('METRICS_TOKEN_FILE', c.METRICS_TOKEN_FILE, cwd);
-  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('invalid configuration: METRICS_TOKEN_FILE: the token must be at least 16 characters');
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    throw new ConfigError('invalid configuration: METRICS_TOKEN_FILE: the token must be at least 16 characters');
   if (!isLoopback(c.METRICS_HOST) && metricsToken === undefined)
     throw new ConfigError(
       `invalid configuration: METRICS_HOST ${c.METRICS_HOST} serves /metrics beyond this machine: set METRICS_TOKEN_FILE (or METRICS_TOKEN) ` +

@@ -41,7 +41,8 @@ describe('error code catalog', () => {
     for (const code of publicErrorCodes()) expect(documented[code]).toEqual(ERROR_CODES[code].status);
     const ingestResponses = Object.keys(doc.paths['/ingest']?.post?.responses ?? {});
     const refusals = publicErrorCodes().filter((c) => refusalReason(c) !== 'error' || c === 'TI_ERR_UNAVAILABLE' || c === 'TI_ERR_INTERNAL');
-    for (const code of refusals) for (const s of ERROR_CODES[code].ingest ?? ERROR_CODES[code].status) expect(ingestResponses, `${code} answers ${s}`).toContain(String(s));
+    for (const code of refusals)
+      for (const s of ERROR_CODES[code].ingest ?? ERROR_CODES[code].status) expect(ingestResponses, `${code} answers ${s}`).toContain(String(s));
   });
 
   it('keeps the refusal reasons a small label set', () => {

@@ -164,7 +164,8 @@ export function buildOpenApiDocument(): JsonObject {
               content: { 'application/json': { schema: { $ref: '#/components/schemas/IngestAccepted' } } },
             },
             '400': errorResponse(
-              'Body is not valid JSON, or the payload fails schema validation (`issues` lists what to fix), or the key is sent twice or two different keys are sent.',
+              'Body is not valid JSON, or the payload fails schema validation (`issues` lists what to fix), ' +
+                'or the key is sent twice or two different keys are sent.',
             ),
             '401': errorResponse('API key missing, invalid, revoked, or without the ingest scope (the message names it).'),
             '413': errorResponse('Body exceeds INGEST_MAX_BODY_BYTES (after decompression too).'),

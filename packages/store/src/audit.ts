@@ -16,7 +16,13 @@ export function auditTarget(kind: EraseKind, id: string): string {
 }
 
 export async function auditErase(keys: ControlStore, e: { actor: string; orgId: string; target: EraseTarget; counts: EraseCounts }): Promise<void> {
-  await keys.appendAudit({ actor: e.actor, action: 'erase', orgId: e.orgId, target: auditTarget(e.target.kind, e.target.id), detail: JSON.stringify(e.counts) });
+  await keys.appendAudit({
+    actor: e.actor,
+    action: 'erase',
+    orgId: e.orgId,
+    target: auditTarget(e.target.kind, e.target.id),
+    detail: JSON.stringify(e.counts),
+  });
 }
 
 export async function auditReprice(keys: ControlStore, e: { actor: string; filter: RepriceFilter; result: RepriceResult }): Promise<void> {

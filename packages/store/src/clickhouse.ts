@@ -453,7 +453,6 @@ export class ClickHouseSpanStore implements SpanStore {
       throw e;
     }
   }
-
 }
 
 /** The first line of a server's error, for a message. */

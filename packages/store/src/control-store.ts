@@ -101,7 +101,9 @@ const KEY_SELECT = `SELECT k.id AS id, k.org_id AS "orgId", o.name AS "orgName",
   FROM api_keys k JOIN orgs o ON o.id = k.org_id`;
 
 /** A key's scopes and customers as stored (comma list, JSON array) to what callers see. */
-function withGrant<T extends { scopes: unknown; customers: unknown }>(row: T): Omit<T, 'scopes' | 'customers'> & { scopes: KeyScope[]; customers: string[] | null } {
+function withGrant<T extends { scopes: unknown; customers: unknown }>(
+  row: T,
+): Omit<T, 'scopes' | 'customers'> & { scopes: KeyScope[]; customers: string[] | null } {
   return {
     ...row,
     scopes: parseScopes(String(row.scopes)),
@@ -347,7 +349,8 @@ export class SqlControlStore implements ControlStore {
     if (!isWellFormedKey(key)) throw new UsageError('an API key must start with "ti_" followed by at least 20 characters of [A-Za-z0-9_-]');
     const scopes = parseScopes((input.scopes ?? DEFAULT_SCOPES).join(','));
     const customers = input.customers === undefined || input.customers === null ? null : parseCustomers(input.customers);
-    if (customers !== null && !scopes.includes('budget:read')) throw new UsageError('--customer limits what a budget:read key reads: give --scope budget:read too');
+    if (customers !== null && !scopes.includes('budget:read'))
+      throw new UsageError('--customer limits what a budget:read key reads: give --scope budget:read too');
     const keyHash = hashApiKey(key);
     const conflict = (): Error => new AlreadyExistsError('key', '');
     if (await this.hasKeyHash(keyHash)) throw conflict();

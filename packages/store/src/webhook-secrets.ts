@@ -32,7 +32,8 @@ export function signingSecrets(box: SecretBox, s: StoredWebhookSecrets, now = Da
 /** Seals every webhook secret stored in plain text (before sealing existed) or under an older key; returns how many. */
 export async function sealWebhookSecrets(driver: ControlDriver, box: SecretBox): Promise<number> {
   const rows = await driver.all<{ id: string; current: string | null; previous: string | null }>(
-    'SELECT id, webhook_secret AS current, webhook_secret_previous AS previous FROM budgets WHERE webhook_secret IS NOT NULL OR webhook_secret_previous IS NOT NULL',
+    'SELECT id, webhook_secret AS current, webhook_secret_previous AS previous FROM budgets ' +
+      'WHERE webhook_secret IS NOT NULL OR webhook_secret_previous IS NOT NULL',
     [],
   );
   let n = 0;

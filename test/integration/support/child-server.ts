@@ -29,7 +29,16 @@ export async function startChildServer(env: Record<string, string>): Promise<Chi
   const port = await freePort();
   const proc = spawn(process.execPath, [SERVER_BIN], {
     // Fixtures carry fixed dates in the past: no retention unless a test sets one.
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: '0', LOG_LEVEL: 'warn', RETENTION_DAYS: '0', TEXT_RETENTION_DAYS: '0', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      METRICS_PORT: '0',
+      LOG_LEVEL: 'warn',
+      RETENTION_DAYS: '0',
+      TEXT_RETENTION_DAYS: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: path.dirname(SERVER_BIN),
   });

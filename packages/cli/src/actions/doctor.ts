@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { modeText, openToOthers } from '@trace-ingest/shared/data-dir';
 import { missingSegments, segmentSeq } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
 import { openSpanAccess, runningServer } from '../span-access.js';
@@ -25,6 +26,7 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
   const c = ctx.config;
   const checks: Check[] = [];
   checks.push(await checkDataDir(c.dataDir));
+  checks.push(await checkPrivacy(c.dataDir));
 
   // A server of this DATA_DIR answers on its admin socket whatever port it listens on; PORT is the fallback.
   const running = await runningServer(c.adminSocket);
@@ -186,6 +188,39 @@ async function checkDataDir(dir: string): Promise<Check> {
     return { name: 'data dir', status: 'ok', detail: `${dir} is writable; ${freeGiB.toFixed(1)} GiB free` };
   } catch (e) {
     return { name: 'data dir', status: 'fail', detail: message(e), fix: `make ${dir} writable by this user, or set DATA_DIR` };
+  }
+}
+
+/** The files under DATA_DIR that hold data: the stores, their logs, the write log, dead letters, the secrets key. */
+const PRIVATE_ENTRIES = /^(trace-ingest\.sqlite.*|spans\.duckdb.*|secrets\.key|quota-owed\.json|wal|dead-letter|tmp)$/;
+
+/** DATA_DIR and what it holds (prompts, key hashes, sealed secrets) readable by the server's user alone. */
+async function checkPrivacy(dir: string): Promise<Check> {
+  const name = 'data dir privacy';
+  try {
+    const open: string[] = [];
+    const note = async (p: string, shown: string) => {
+      const mode = (await fs.stat(p)).mode;
+      if (openToOthers(mode) !== 0) open.push(`${shown} ${modeText(mode)}`);
+    };
+    await note(dir, dir);
+    for (const e of await fs.readdir(dir)) {
+      if (!PRIVATE_ENTRIES.test(e)) continue;
+      const p = path.join(dir, e);
+      await note(p, e);
+      if ((await fs.stat(p)).isDirectory()) for (const f of (await fs.readdir(p)).slice(0, 1000)) await note(path.join(p, f), `${e}/${f}`);
+    }
+    if (open.length === 0) return { name, status: 'ok', detail: `${dir} and its files are private to their owner (0700 folders, 0600 files)` };
+    return {
+      name,
+      status: 'warn',
+      detail:
+        `other users can read or enter: ${open.slice(0, 6).join(', ')}${open.length > 6 ? `, ... (${open.length})` : ''}; ` +
+        'they hold prompts, key hashes and webhook secrets',
+      fix: `chmod -R go-rwx ${dir}`,
+    };
+  } catch (e) {
+    return { name, status: 'warn', detail: `could not check the modes under ${dir}: ${message(e)}` };
   }
 }
 

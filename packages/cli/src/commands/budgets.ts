@@ -59,12 +59,25 @@ export function registerBudgets(program: Command, run: Runner): void {
     .requiredOption('--org <org>', 'org name or id')
     .option('--customer <id>', "the customer's budget")
     .option('--all-customers', 'the budget of each customer')
-    .option('--overlap-hours <n>', 'hours the old secret still signs (a second v1= in the header), for the receiver to switch', String(DEFAULT_ROTATION_OVERLAP_HOURS))
+    .option(
+      '--overlap-hours <n>',
+      'hours the old secret still signs (a second v1= in the header), for the receiver to switch',
+      String(DEFAULT_ROTATION_OVERLAP_HOURS),
+    )
     .option('--json', 'print JSON')
     .action((raw: Record<string, unknown>) =>
       run(async (ctx, out) => {
         const o = parseOptions(
-          z.object({ org: z.string().min(1), ...Scope, overlapHours: z.coerce.number().int().min(0).max(24 * 30), json: z.boolean().optional() }),
+          z.object({
+            org: z.string().min(1),
+            ...Scope,
+            overlapHours: z.coerce
+              .number()
+              .int()
+              .min(0)
+              .max(24 * 30),
+            json: z.boolean().optional(),
+          }),
           raw,
         );
         const r = await rotateSecret(ctx, o);
