@@ -66,7 +66,11 @@ describe('CLI actions', () => {
     expect(reader).toMatchObject({ scopes: ['budget:read'], customers: ['alice@example.com', 'bob'] });
     const both = await createKey(ctx, { org: 'scoped', scope: 'budget:read, ingest' });
     expect(both.scopes).toEqual(['ingest', 'budget:read']);
-    expect((await listKeys(ctx, { org: 'scoped' })).map((k) => k.scopes)).toEqual(['ingest', 'budget:read(alice@example.com,bob)', 'ingest,budget:read']);
+    expect((await listKeys(ctx, { org: 'scoped' })).map((k) => k.scopes).sort()).toEqual([
+      'budget:read(alice@example.com,bob)',
+      'ingest',
+      'ingest,budget:read',
+    ]);
     const resolved = await (await ctx.keys()).resolveKeyHash(hashApiKey(reader.key));
     expect(resolved).toMatchObject({ scopes: ['budget:read'], customers: ['alice@example.com', 'bob'] });
     await expect(createKey(ctx, { org: 'scoped', scope: 'admin' })).rejects.toThrow(/unknown scope "admin"; the scopes are ingest, budget:read/);
