@@ -1,5 +1,6 @@
 import type { Config } from '@trace-ingest/shared/config';
 import type { ControlStore } from '@trace-ingest/store/control-store-types';
+import { checkDataDir } from '@trace-ingest/shared/data-dir';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 
@@ -45,6 +46,7 @@ export function createContext(config: Config, defaults: ContextDefaults = {}): C
     config,
     async keys() {
       if (keys === undefined) {
+        if (config.DATABASE_URL === undefined) checkDataDir(config.dataDir);
         const k = await createControlStore(opts);
         await k.start();
         keys = k;
@@ -53,6 +55,7 @@ export function createContext(config: Config, defaults: ContextDefaults = {}): C
     },
     async spans() {
       if (spans === undefined) {
+        if (config.CLICKHOUSE_URL === undefined) checkDataDir(config.dataDir);
         await readOnly?.close();
         readOnly = undefined;
         const s = await createSpanStore(opts);

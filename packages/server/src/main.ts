@@ -58,8 +58,9 @@ export async function main(env: Record<string, string | undefined> = process.env
   try {
     await server.start();
   } catch (e) {
-    const msg = e instanceof TiError ? e.message : e instanceof Error ? e.message : String(e);
-    logger.fatal({ err: e }, `could not start: ${msg}`);
+    // A refusal (TiError: configuration, DATA_DIR) is one line that says what to fix; anything else keeps its stack.
+    if (e instanceof TiError) logger.fatal({ code: e.code }, `could not start: ${e.message}`);
+    else logger.fatal({ err: e }, `could not start: ${e instanceof Error ? e.message : String(e)}`);
     await server.shutdown().catch(() => undefined);
     process.exit(1);
   }

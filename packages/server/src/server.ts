@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { isLoopback, type Config } from '@trace-ingest/shared/config';
-import { ensurePrivateDir, modeText, openToOthers } from '@trace-ingest/shared/data-dir';
+import { checkDataDir, ensurePrivateDir, modeText, openToOthers } from '@trace-ingest/shared/data-dir';
 import { TiError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { fastValidator } from '@trace-ingest/shared/validate';
@@ -93,6 +93,9 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
  */
 const SERVER_DUCKDB_MEMORY = '1GiB';
 
+/** The org of TRACE_INGEST_INIT_API_KEY when TRACE_INGEST_INIT_ORG is unset. */
+export const DEFAULT_INIT_ORG = 'default';
+
 export class IngestServer {
   readonly metrics: Metrics;
   /** Failed authentications per client address, shared by every listener. */
@@ -159,6 +162,7 @@ export class IngestServer {
 
   async start(): Promise<void> {
     const c = this.config;
+    checkDataDir(c.dataDir);
     this.privateDataDir();
     const storeOpts = {
       sqliteFile: c.sqliteFile,
@@ -394,10 +398,13 @@ export class IngestServer {
     return new ReconcilingQuota(quota, { pendingFile: path.join(this.config.dataDir, 'quota-owed.json'), logger: this.logger, metrics: this.metrics });
   }
 
-  /** Headless install: TRACE_INGEST_INIT_ORG / TRACE_INGEST_INIT_API_KEY create the org and key when absent. */
+  /**
+   * Headless install: TRACE_INGEST_INIT_ORG / TRACE_INGEST_INIT_API_KEY create the org and key when absent;
+   * a key without an org goes to the org named `default`.
+   */
   private async initFromEnv(keys: ControlStore): Promise<void> {
-    const org = this.config.TRACE_INGEST_INIT_ORG;
     const key = this.config.TRACE_INGEST_INIT_API_KEY;
+    const org = this.config.TRACE_INGEST_INIT_ORG ?? (key === undefined ? undefined : DEFAULT_INIT_ORG);
     if (org === undefined) return;
     if ((await keys.getOrg(org)) === null) {
       await keys.createOrg({ name: org });
@@ -422,8 +429,10 @@ export class IngestServer {
   private async doShutdown(): Promise<void> {
     const c = this.config;
     this.draining = true;
-    this.logger.info({ graceMs: c.DRAIN_GRACE_MS }, 'draining: new batches get 503');
-    if (this.http !== undefined) {
+    // After a failed start nothing was accepted: there is nothing to drain, only what was opened to close.
+    const listening = this.http?.listening === true;
+    if (listening) this.logger.info({ graceMs: c.DRAIN_GRACE_MS }, 'draining: new batches get 503');
+    if (listening && this.http !== undefined) {
       await sleep(c.DRAIN_GRACE_MS);
       const server = this.http;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -461,6 +470,7 @@ export class IngestServer {
     await this.quota?.close();
     await this.spanStore?.close();
     await this.keyStore?.close();
-    this.logger.info('shutdown complete');
+    if (listening) this.logger.info('shutdown complete');
+    else this.logger.debug('closed what a failed start had opened');
   }
 }

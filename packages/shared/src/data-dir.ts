@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import path from 'node:path';
+import { ConfigError } from './errors.js';
 
 /**
  * DATA_DIR holds the key store, the span store (prompts and outputs), the
@@ -23,4 +25,50 @@ export function openToOthers(mode: number): number {
 export function modeText(mode: number): string {
   const bits = 'rwxrwxrwx';
   return [...bits].map((c, i) => ((mode >> (8 - i)) & 1 ? c : '-')).join('');
+}
+
+/**
+ * Checks that this process can write DATA_DIR (created when absent) and what
+ * is already in it, before a store opens a file there: a directory owned by
+ * another user (a root-owned bind mount under a container's uid 1000) then
+ * fails with one line that names the path and the uid to own it, not with
+ * SQLite's "unable to open database file".
+ */
+export function checkDataDir(dir: string, ids: { uid?: number; gid?: number } = { uid: process.getuid?.(), gid: process.getgid?.() }): void {
+  const refuse = (p: string, e: unknown) => {
+    const code = (e as NodeJS.ErrnoException).code ?? String(e);
+    const fix =
+      ids.uid === undefined
+        ? 'make it writable by this user'
+        : `chown -R ${ids.uid}:${ids.gid ?? ids.uid} it (in a container: the host directory mounted on it)`;
+    const who = ids.uid === undefined ? 'this user' : `uid ${ids.uid}`;
+    return new ConfigError(`DATA_DIR ${p} is not writable by ${who} (${code}): ${fix}, or set DATA_DIR to a directory ${who} can write`);
+  };
+  try {
+    ensurePrivateDir(dir);
+  } catch (e) {
+    throw refuse(deepestExisting(dir), e);
+  }
+  for (const p of [dir, ...entries(dir)]) {
+    try {
+      fs.accessSync(p, fs.constants.W_OK);
+    } catch (e) {
+      throw refuse(p, e);
+    }
+  }
+}
+
+function entries(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir).map((name) => path.join(dir, name));
+  } catch {
+    return [];
+  }
+}
+
+/** The deepest ancestor that exists is the one that refused the mkdir. */
+function deepestExisting(dir: string): string {
+  let p = path.resolve(dir);
+  while (!fs.existsSync(p) && path.dirname(p) !== p) p = path.dirname(p);
+  return p;
 }
