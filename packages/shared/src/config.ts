@@ -111,6 +111,9 @@ export const ConfigSchema = z.object({
   CONSOLE_HOST: z.string().min(1).default('127.0.0.1'),
   CLICKHOUSE_URL: optionalUrl,
   DATABASE_URL: optionalUrl,
+  /** Passwords as they are (any characters, no URL encoding): each replaces the one in its URL. */
+  CLICKHOUSE_PASSWORD: z.string().optional(),
+  DATABASE_PASSWORD: z.string().optional(),
   REDIS_URL: optionalUrl,
   /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
   REDIS_KEY_PREFIX: z
@@ -140,6 +143,17 @@ export interface Config extends RawConfig {
   adminSocket: string;
 }
 
+/**
+ * The URL with this password, percent-encoded whole (`%` too), which the stores' URL parsers decode
+ * back: a password with `@ : / # %` cannot break the URL.
+ */
+function withPassword(url: string | undefined, password: string | undefined): string | undefined {
+  if (url === undefined || password === undefined) return url;
+  const u = new URL(url);
+  u.password = encodeURIComponent(password);
+  return u.toString();
+}
+
 /** Parse the environment; throws ConfigError naming every bad variable. */
 export function loadConfig(env: Record<string, string | undefined>, cwd = process.cwd()): Config {
   const picked: Record<string, string> = {};
@@ -152,7 +166,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     const lines = r.error.issues.map((i) => {
       const name = String(i.path[0] ?? '?');
       // Never echo values of variables that can hold credentials.
-      const secret = /URL|KEY|TOKEN/.test(name);
+      const secret = /URL|KEY|TOKEN|PASSWORD/.test(name);
       const shown = secret || picked[name] === undefined ? '' : ` (got ${JSON.stringify(picked[name])})`;
       return `${name}: ${i.message}${shown}`;
     });
@@ -170,6 +184,8 @@ export function loadConfig(env: Record<string, string | undefined>, cwd = proces
     );
   return {
     ...c,
+    CLICKHOUSE_URL: withPassword(c.CLICKHOUSE_URL, c.CLICKHOUSE_PASSWORD),
+    DATABASE_URL: withPassword(c.DATABASE_URL, c.DATABASE_PASSWORD),
     dataDir,
     metricsToken,
     secretsKey: c.SECRETS_KEY ?? fromFile('SECRETS_KEY_FILE', c.SECRETS_KEY_FILE, cwd),

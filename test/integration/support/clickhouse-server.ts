@@ -53,7 +53,7 @@ function findServer(): { bin: string; args: string[] } {
 
 const xml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-function writeConfig(dir: string, httpPort: number, tcpPort: number): string {
+function writeConfig(dir: string, httpPort: number, tcpPort: number, password: string): string {
   const p = (s: string) => xml(path.join(dir, s));
   for (const d of ['data', 'tmp', 'user_files', 'format_schemas', 'log']) fs.mkdirSync(path.join(dir, d), { recursive: true });
   fs.writeFileSync(
@@ -62,7 +62,7 @@ function writeConfig(dir: string, httpPort: number, tcpPort: number): string {
   <profiles><default></default></profiles>
   <users>
     <default>
-      <password></password>
+      <password>${xml(password)}</password>
       <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
       <profile>default</profile>
       <quota>default</quota>
@@ -112,13 +112,14 @@ function logTail(dir: string): string {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function startClickHouse(): Promise<ClickHouseTestServer> {
+/** `password`: the default user's (none by default); `url` and `urlFor` then carry none, for a test to add. */
+export async function startClickHouse(opts: { password?: string } = {}): Promise<ClickHouseTestServer> {
   const { bin, args } = findServer();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-clickhouse-'));
   const httpPort = await freePort();
   let tcpPort = await freePort();
   while (tcpPort === httpPort) tcpPort = await freePort();
-  const config = writeConfig(dir, httpPort, tcpPort);
+  const config = writeConfig(dir, httpPort, tcpPort, opts.password ?? '');
   const base = `http://127.0.0.1:${httpPort}`;
 
   let child: ChildProcess | undefined;
