@@ -44,6 +44,31 @@ describe("the README's own path", () => {
     expect(row?.n).toBe(1);
   });
 
+  it("sends examples/batch.json as the Docker section does: its span dated by the command's clock, so in that month", async () => {
+    const t = await startTestServer();
+    onTestFinished(() => t.close());
+    const { key } = await t.newKey('default');
+    const docker = README.slice(README.indexOf('### Docker'));
+    const block = /```sh\n(\. docker\/\.env;[\s\S]*?)```/.exec(docker)?.[1] ?? '';
+    const send = block.split('\n# ')[0] ?? '';
+    expect(send).toMatch(/examples\/batch\.json/);
+    // Run where the README runs it (the repository's root, docker/.env written), on a clock 40 days back.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-readme-docker-'));
+    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
+    for (const d of ['docker', 'examples', 'bin']) fs.mkdirSync(path.join(dir, d));
+    fs.copyFileSync(path.join(ROOT, 'examples/batch.json'), path.join(dir, 'examples/batch.json'));
+    fs.writeFileSync(path.join(dir, 'docker/.env'), `COMPOSE_PROFILES=single\nTRACE_INGEST_INIT_API_KEY=${key}\n`);
+    const then = Math.floor(Date.now() / 1000) - 40 * 86_400;
+    fs.writeFileSync(path.join(dir, 'bin/date'), `#!/bin/sh\nexec /bin/date -d @${then} "$@"\n`, { mode: 0o755 });
+    const { stdout } = await promisify(execFile)('bash', ['-c', send.replaceAll('http://localhost:4000', t.url)], {
+      cwd: dir,
+      env: { ...process.env, PATH: `${path.join(dir, 'bin')}:${process.env.PATH ?? ''}` },
+    });
+    expect(stdout.trim()).toBe('{"accepted":1}');
+    const rows = await t.spans("SELECT strftime(start_date, '%Y-%m') AS month FROM spans");
+    expect(rows).toEqual([{ month: new Date(then * 1000).toISOString().slice(0, 7) }]);
+  });
+
   it('installs the SDK from this repository as it says (npm pack, then npm install of the tarball) and imports it', async () => {
     const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-sdk-pack-'));
     const app = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-sdk-app-'));
