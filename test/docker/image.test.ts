@@ -95,6 +95,7 @@ function batch(spanId: string): string {
     traces: [
       {
         traceId: `trace-${spanId}`,
+        traceName: 'chat',
         spans: [
           {
             spanId,
@@ -174,6 +175,7 @@ describe('the image on one node', () => {
 
   it('drains on docker stop within the stop timeout: 503 draining meanwhile, exit 0, nothing accepted is lost', async () => {
     let stopping = false;
+    const unexpected: string[] = [];
     let draining = 0;
     const post = async (i: number): Promise<'202' | '503' | 'gone' | string> => {
       try {
@@ -197,7 +199,7 @@ describe('the image on one node', () => {
         if (r === '202') accepted++;
         else if (r === '503') draining++;
         else if (r === 'gone' && stopping) return;
-        else if (r !== 'gone') assert.fail(`unexpected answer ${r}`);
+        else if (r !== 'gone') unexpected.push(r);
         await sleep(50);
       }
     })();
@@ -207,6 +209,7 @@ describe('the image on one node', () => {
     await dockerOk('stop', `${RUN}-a`);
     const stopMs = Date.now() - t0;
     await sender;
+    assert.deepEqual(unexpected, []);
     assert.ok(stopMs < STOP_TIMEOUT_S * 1000, `docker stop took ${stopMs} ms`);
     assert.equal(await dockerOk('inspect', '-f', '{{.State.ExitCode}}', `${RUN}-a`), '0');
     const logs = await docker('logs', `${RUN}-a`);
@@ -228,8 +231,10 @@ describe('the image on one node', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-smoke-bind-'));
     try {
       fs.chmodSync(dir, 0o755);
-      const r = await docker('run', '--name', `${RUN}-bind`, '--label', LABEL, '-v', `${dir}:/data`, IMAGE);
-      assert.equal(r.code, 1, r.stdout + r.stderr);
+      await docker('run', '--name', `${RUN}-bind`, '--label', LABEL, '-v', `${dir}:/data`, IMAGE);
+      assert.equal(await dockerOk('inspect', '-f', '{{.State.ExitCode}}', `${RUN}-bind`), '1');
+      // What the container printed (the docker client adds its own warnings on this machine).
+      const r = await docker('logs', `${RUN}-bind`);
       const lines = (r.stdout + r.stderr).trim().split('\n');
       assert.equal(lines.length, 1, lines.join('\n'));
       assert.match(lines[0] ?? '', /DATA_DIR \/data is not writable by uid 1000 \(EACCES\): chown -R 1000:1000 it/);
