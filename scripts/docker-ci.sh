@@ -33,7 +33,8 @@ source scripts/node-env.sh
 NODE_VERSION=$TI_NODE_VERSION
 # The npm that the Node.js release bundles (its CHANGELOG: npm 11.19.0 since 24.20.0), as the official image has.
 NODE_BUNDLED_NPM=11.19.0
-BASE=$(sed -n 's/^FROM \([^ ]*\) AS build$/\1/p' docker/Dockerfile)
+# The image the Dockerfile's stages start from (the first FROM that names an image, not a stage).
+BASE=$(sed -n 's/^FROM \([^ ]*:[^ ]*\).*/\1/p' docker/Dockerfile | head -n1)
 [ "$BASE" = "node:$NODE_VERSION-bookworm-slim" ] ||
   stop "docker/Dockerfile builds FROM '$BASE' but scripts/node-env.sh pins Node.js $NODE_VERSION: make them agree"
 IMAGE=${TI_DOCKER_IMAGE:-trace-ingest:ci}

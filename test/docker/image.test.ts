@@ -55,23 +55,13 @@ async function dockerOk(...args: string[]): Promise<string> {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** `docker run -d` of the image, labelled for the clean-up, on this volume. */
+async function runImage(name: string, volume: string, args: string[]): Promise<void> {
+  await dockerOk('run', '-d', '--name', name, '--label', LABEL, '-v', `${volume}:/data`, ...args, IMAGE);
+}
+
 async function startServer(name: string, extra: string[] = []): Promise<string> {
-  await dockerOk(
-    'run',
-    '-d',
-    '--name',
-    name,
-    '--label',
-    LABEL,
-    '-p',
-    '127.0.0.1::4000',
-    '-v',
-    `${VOLUME}:/data`,
-    '--stop-timeout',
-    String(STOP_TIMEOUT_S),
-    ...extra,
-    IMAGE,
-  );
+  await runImage(name, VOLUME, ['-p', '127.0.0.1::4000', '--stop-timeout', String(STOP_TIMEOUT_S), ...extra]);
   const port = (await dockerOk('port', name, '4000/tcp')).split('\n')[0]?.split(':').pop() ?? '';
   return `http://127.0.0.1:${port}`;
 }
@@ -306,20 +296,7 @@ describe("the compose file's scale-out replicas", () => {
           REDIS_KEY_PREFIX: `ti-smoke-${id}`,
         });
         const name = `${RUN}-replica-${n}`;
-        await dockerOk(
-          'run',
-          '-d',
-          '--name',
-          name,
-          '--label',
-          LABEL,
-          '--network',
-          'host',
-          '-v',
-          `${VOLUME}-${n}:/data`,
-          ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
-          IMAGE,
-        );
+        await runImage(name, `${VOLUME}-${n}`, ['--network', 'host', ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`])]);
         urls.push(`http://127.0.0.1:${port}`);
         await waitHealthy(name);
       }

@@ -193,7 +193,8 @@ describe('docker/docker-compose.yml as the README describes it', () => {
 describe('the Node.js versions of the image, CI, engines and the README', () => {
   it('agree: the Dockerfile pins the release scripts/node-env.sh pins, of the .nvmrc major, within engines', () => {
     const pinned = /^TI_NODE_VERSION=(\d+\.\d+\.\d+)$/m.exec(read('scripts/node-env.sh'))?.[1] ?? '';
-    const froms = [...read('docker/Dockerfile').matchAll(/^FROM (\S+)/gm)].map((m) => m[1]);
+    // The images the stages start from (others start from a stage of the file).
+    const froms = [...read('docker/Dockerfile').matchAll(/^FROM (\S+)/gm)].map((m) => m[1] ?? '').filter((f) => f.includes(':'));
     expect(froms).toEqual([`node:${pinned}-bookworm-slim`, `node:${pinned}-bookworm-slim`]);
     expect(pinned.split('.')[0]).toBe(read('.nvmrc').trim());
     const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node;

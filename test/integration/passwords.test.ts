@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { parseDatabaseUrl } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
-import { startChildServer } from './support/child-server.js';
+import { postTraces, startChildServerForTest } from './support/child-server.js';
 import { startClickHouse } from './support/clickhouse-server.js';
 
 /** Every character that breaks a password written into a URL, and `%`, which a decoder would eat. */
@@ -18,22 +18,14 @@ describe('passwords given apart from their URLs (CLICKHOUSE_PASSWORD, DATABASE_P
     onTestFinished(() => ch.dispose());
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-passwords-'));
     onTestFinished(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-    const t = await startChildServer({
+    const t = await startChildServerForTest({
       DATA_DIR: dataDir,
       CLICKHOUSE_URL: `http://default@127.0.0.1:${ch.httpPort}/ti_passwords`,
       CLICKHOUSE_PASSWORD: PASSWORD,
       TRACE_INGEST_INIT_API_KEY: KEY,
       FLUSH_INTERVAL_MS: '50',
     });
-    onTestFinished(async () => {
-      t.proc.kill('SIGKILL');
-      await t.exited;
-    });
-    const res = await fetch(`${t.url}/ingest`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ version: 'v1', traces: [makeTrace({ spans: [makeSpan()] })] }),
-    });
+    const res = await postTraces(t.url, KEY, [makeTrace({ spans: [makeSpan()] })]);
     expect(res.status).toBe(202);
     const auth = { authorization: `Basic ${Buffer.from(`default:${PASSWORD}`).toString('base64')}` };
     let n = '';

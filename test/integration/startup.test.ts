@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { makeSpan, makeTrace } from '../factories.js';
-import { freePort, startChildServer } from './support/child-server.js';
+import { freePort, postTraces, startChildServerForTest } from './support/child-server.js';
 
 const SERVER_BIN = fileURLToPath(new URL('../../packages/server/bin/trace-ingest-server.js', import.meta.url));
 const KEY = `ti_${'k'.repeat(43)}`;
@@ -46,16 +46,8 @@ function startOnUnwritable(dir: string, dataDir: string): Promise<{ code: number
 
 describe('start-up errors', () => {
   it('puts TRACE_INGEST_INIT_API_KEY without TRACE_INGEST_INIT_ORG in the org named default', async () => {
-    const t = await startChildServer({ DATA_DIR: tempDir(), TRACE_INGEST_INIT_API_KEY: KEY, LOG_LEVEL: 'info' });
-    onTestFinished(async () => {
-      t.proc.kill('SIGKILL');
-      await t.exited;
-    });
-    const res = await fetch(`${t.url}/ingest`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ version: 'v1', traces: [makeTrace({ spans: [makeSpan()] })] }),
-    });
+    const t = await startChildServerForTest({ DATA_DIR: tempDir(), TRACE_INGEST_INIT_API_KEY: KEY, LOG_LEVEL: 'info' });
+    const res = await postTraces(t.url, KEY, [makeTrace({ spans: [makeSpan()] })]);
     expect(res.status).toBe(202);
     expect(t.output()).toMatch(/"org":"default".*created the initial API key/);
   });

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onTestFinished } from 'vitest';
 
 const SERVER_BIN = fileURLToPath(new URL('../../../packages/server/bin/trace-ingest-server.js', import.meta.url));
 
@@ -62,4 +63,23 @@ export async function startChildServer(env: Record<string, string>): Promise<Chi
     await new Promise((r) => setTimeout(r, 50));
   }
   return { url, proc, output: () => out, exited };
+}
+
+/** startChildServer, killed when the test finishes. */
+export async function startChildServerForTest(env: Record<string, string>): Promise<ChildServer> {
+  const t = await startChildServer(env);
+  onTestFinished(async () => {
+    t.proc.kill('SIGKILL');
+    await t.exited;
+  });
+  return t;
+}
+
+/** POST /ingest of these traces with this key, as a client sends them. */
+export function postTraces(url: string, key: string, traces: unknown[]): Promise<Response> {
+  return fetch(`${url}/ingest`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ version: 'v1', traces }),
+  });
 }
