@@ -120,7 +120,8 @@ DOCKER_BUILDKIT=0 docker build -f docker/Dockerfile -t "$IMAGE" "${build_args[@]
 }
 size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
 say "built $IMAGE in $(($(date +%s) - t0)) s: $((size / 1000000)) MB"
-docker image prune -f >/dev/null
+# The build stages' layers are the cache of the next run: only those unused for a week go.
+docker image prune -f --filter until=168h >/dev/null
 
 # --- The smoke test (vitest, apart from npm test; it uses the test helpers and the servers on loopback).
 [ -f node_modules/.package-lock.json ] || npm ci --no-audit --no-fund
