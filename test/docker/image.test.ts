@@ -290,6 +290,8 @@ describe("the compose file's scale-out replicas", () => {
           PORT: String(port),
           CONSOLE_HOST: '127.0.0.1',
           CONSOLE_PORT: String(await freePort()),
+          // /metrics on the container's loopback: on the host's network each replica needs its own port.
+          METRICS_PORT: String(await freePort()),
           CLICKHOUSE_URL: env.CLICKHOUSE_URL?.replace('trace@clickhouse:8123', `default@127.0.0.1:${ch.httpPort}`).replace(/\/trace_ingest$/, `/${schema}`),
           DATABASE_URL: here.toString(),
           REDIS_URL,
