@@ -11,7 +11,9 @@ import { loadConfig } from '@trace-ingest/shared/config';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { budgetEvents, setBudget } from '@trace-ingest/cli/actions/budgets';
-import { usage } from '@trace-ingest/cli/actions/usage';
+import { createConsoleToken } from '@trace-ingest/cli/actions/console';
+import { usage, usageForecast } from '@trace-ingest/cli/actions/usage';
+import { runCli } from '@trace-ingest/cli/program';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
@@ -24,13 +26,27 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Alert {
   id: string;
+  type: string;
   org: { id: string; name: string };
   customer: string | null;
+  model?: string | null;
   budgetUsd: string;
   spentUsd: string;
   threshold: number;
   month: string;
+  projectedUsd?: string;
+  crossesOn?: string | null;
+  day?: string;
+  costUsd?: string;
+  baselineUsd?: string;
   signatureOk: boolean;
+}
+
+/** GET a JSON answer with a bearer token. */
+async function getJson<T>(url: string, token: string): Promise<T> {
+  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+  expect(res.status, url).toBe(200);
+  return (await res.json()) as T;
 }
 
 /**
@@ -90,9 +106,8 @@ async function until<T>(what: string, fn: () => T | Promise<T>, ok: (v: T) => bo
   return last;
 }
 
-/** gpt-4o input at $2.50 per million tokens: `usd` dollars of it, in one span. */
-function spend(traceId: string, usd: number, customer?: string) {
-  const now = Date.now();
+/** gpt-4o input at $2.50 per million tokens: `usd` dollars of it, in one span (ending at `now`). */
+function spend(traceId: string, usd: number, customer?: string, now = Date.now()) {
   return {
     version: 'v1',
     traces: [
@@ -108,7 +123,7 @@ function spend(traceId: string, usd: number, customer?: string) {
 describe('budgets and spend alerts (SQLite, DuckDB)', () => {
   let t: TestServer;
   let ctx: CliContext;
-  const env = { BUDGET_CHECK_MS: '100', WEBHOOK_TIMEOUT_MS: '400', FLUSH_INTERVAL_MS: '50' };
+  const env = { BUDGET_CHECK_MS: '100', WEBHOOK_TIMEOUT_MS: '400', FLUSH_INTERVAL_MS: '50', CONSOLE_PORT: '0' };
   beforeAll(async () => {
     t = await startTestServer(env);
     ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
@@ -221,6 +236,115 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
     for (const e of events) expect(e.delivered).toMatch(/^\d{4}-/);
   });
 
+  it("the most specific budget governs a customer: alerts, GET /v1/budget, the SDK and the console say the customer's own", async () => {
+    const { key } = await t.newKey('rule-org');
+    const hook = await receiver();
+    hook.addSecret((await setBudget(ctx, { org: 'rule-org', allCustomers: true, monthlyUsd: '3', alertAt: '50,80,100', webhook: hook.url })).secret);
+    hook.addSecret((await setBudget(ctx, { org: 'rule-org', customer: 'vip', monthlyUsd: '5', alertAt: '50,80,100', webhook: hook.url })).secret);
+    // vip: $4 is 80% of its own $5 (and would be 133% of the $3 every customer has); small: $2 is 66% of $3.
+    expect((await t.post(spend('t-vip', 4, 'vip'), { key })).status).toBe(202);
+    expect((await t.post(spend('t-small', 2, 'small'), { key })).status).toBe(202);
+    await until(
+      'three alerts',
+      () => hook.distinct().length,
+      (n) => n >= 3,
+    );
+    await t.server.flush();
+    await sleep(500);
+    const alerts = hook.distinct().map((a) => [a.customer, a.budgetUsd, a.threshold]);
+    expect(alerts.sort()).toEqual(
+      [
+        ['small', '3', 50],
+        ['vip', '5', 50],
+        ['vip', '5', 80],
+      ].sort(),
+    );
+    const events = await budgetEvents(ctx, { org: 'rule-org' });
+    expect(events.map((e) => [e.customer, e.budgetUsd, e.threshold]).sort()).toEqual(alerts.sort());
+
+    // The API and the SDK: each customer against the budget that governs it.
+    const api = (c: string) => getJson<{ customer: { budgetUsd: string; crossed: number[] } }>(`${t.url}/v1/budget?customer=${c}`, key);
+    expect((await api('vip')).customer).toMatchObject({ budgetUsd: '5', spentUsd: '4', remainingUsd: '1', crossed: [50, 80] });
+    expect((await api('small')).customer).toMatchObject({ budgetUsd: '3', spentUsd: '2', crossed: [50] });
+    expect((await api('nobody-yet')).customer).toMatchObject({ budgetUsd: '3', spentUsd: '0', crossed: [] });
+    const ti = new TraceIngest({ baseUrl: t.url, apiKey: key, flushOnExit: false });
+    onTestFinished(() => void ti.shutdown(100));
+    expect((await ti.budget('vip'))?.customer).toMatchObject({ budgetUsd: '5', crossed: [50, 80] });
+
+    // The console: the customers page's budget bars.
+    const token = (await createConsoleToken(ctx, { name: 'rule' })).token;
+    const page = await getJson<{ budgets: Record<string, { budgetUsd: string; crossed: number[] }> }>(
+      `http://127.0.0.1:${t.server.consolePort}/console/api/customers?org=rule-org`,
+      token,
+    );
+    expect(page.budgets.vip).toMatchObject({ budgetUsd: '5', crossed: [50, 80] });
+    expect(page.budgets.small).toMatchObject({ budgetUsd: '3', crossed: [50] });
+  });
+
+  it('budgets events: "delivered" stays empty without a webhook; "attempts" counts the POSTs made', async () => {
+    const { key } = await t.newKey('events-org');
+    const hook = await receiver();
+    // The org's budget has no webhook; the customer's posts to a receiver that fails twice, then takes it.
+    await setBudget(ctx, { org: 'events-org', monthlyUsd: '1', alertAt: '100' });
+    hook.addSecret((await setBudget(ctx, { org: 'events-org', customer: 'c1', monthlyUsd: '1', alertAt: '100', webhook: hook.url })).secret);
+    hook.setStatus(503);
+    expect((await t.post(spend('t-ev', 2, 'c1'), { key })).status).toBe(202);
+    await until(
+      'two failed posts',
+      () => hook.got.length,
+      (n) => n >= 2,
+    );
+    hook.setStatus(200);
+    const delivered = await until(
+      'delivery',
+      async () => (await budgetEvents(ctx, { org: 'events-org' })).find((e) => e.customer === 'c1'),
+      (e) => /^\d{4}-/.test(e?.delivered ?? ''),
+    );
+    await sleep(300);
+    expect(delivered?.attempts).toBe(hook.got.length);
+    expect(hook.got.length).toBeGreaterThanOrEqual(3);
+    const quiet = (await budgetEvents(ctx, { org: 'events-org' })).find((e) => e.customer === '(org)');
+    expect(quiet).toMatchObject({ delivered: '', attempts: 0, lastError: '' });
+  });
+
+  it('the month-end forecast: `usage`, GET /v1/budget, the SDK and the console give the same figures', async () => {
+    const { key, orgId } = await t.newKey('forecast-org');
+    await setBudget(ctx, { org: 'forecast-org', monthlyUsd: '40', alertAt: '100' });
+    const now = Date.now();
+    // A complete day of spend (yesterday) and some today, for two customers.
+    expect((await t.post(spend('t-y1', 3, 'fa', now - 86_400_000), { key })).status).toBe(202);
+    expect((await t.post(spend('t-y2', 1, 'fb', now - 86_400_000), { key })).status).toBe(202);
+    expect((await t.post(spend('t-t1', 0.5, 'fa', now), { key })).status).toBe(202);
+    await t.server.flush();
+    await sleep(400);
+    const cli = await usageForecast(ctx, orgId);
+    expect(cli.org?.dailyRateUsd).toBe('4');
+    const api = await getJson<{ org: { forecast: unknown }; customer: { forecast: unknown } }>(`${t.url}/v1/budget?customer=fa`, key);
+    expect(api.org.forecast).toEqual(cli.org);
+    expect(api.customer.forecast).toEqual(cli.customers.fa);
+    expect(cli.customers.fa?.dailyRateUsd).toBe('3');
+    const ti = new TraceIngest({ baseUrl: t.url, apiKey: key, flushOnExit: false });
+    onTestFinished(() => void ti.shutdown(100));
+    expect((await ti.budget('fa'))?.customer?.forecast).toEqual(cli.customers.fa);
+
+    const token = (await createConsoleToken(ctx, { name: 'forecast' })).token;
+    const base = `http://127.0.0.1:${t.server.consolePort}/console/api`;
+    expect((await getJson<{ forecast: unknown }>(`${base}/overview?org=forecast-org`, token)).forecast).toEqual(api.org.forecast);
+    const customers = await getJson<{ forecasts: Record<string, unknown> }>(`${base}/customers?org=forecast-org`, token);
+    expect(customers.forecasts.fa).toEqual(cli.customers.fa);
+
+    // The command prints the same projection under its table.
+    const lines: string[] = [];
+    const code = await runCli(['usage', '--org', 'forecast-org', '--by', 'customer'], {
+      env: { DATA_DIR: t.dir },
+      out: { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+    });
+    expect(code).toBe(0);
+    const text = lines.join('\n');
+    expect(text).toContain(`projected ${month()} month-end: ${cli.org?.projectedUsd} USD at a daily run rate of 4 USD`);
+    expect(text).toMatch(new RegExp(`│ fa +│ [0-9.]+ +│ ${(cli.customers.fa?.projectedUsd ?? '').replace('.', '\\.')} +│`));
+  });
+
   it("counts a late span of last month in last month: this month's budget neither moves nor alerts", async () => {
     const { key } = await t.newKey('late-org', undefined, ['ingest', 'budget:read']);
     const hook = await receiver();
@@ -291,6 +415,76 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
     expect(hook.got.length).toBeGreaterThanOrEqual(2);
     expect(hook.distinct()).toHaveLength(1);
     expect(await budgetEvents(ctx, { org: 'restart-org' })).toHaveLength(1);
+  });
+});
+
+describe('alerts of where the month is heading, on a set day (SQLite, DuckDB)', () => {
+  // 20 October 2026, noon: eleven days left after today.
+  const NOW = Date.UTC(2026, 9, 20, 12);
+  const DAY = 86_400_000;
+  let t: TestServer;
+  let ctx: CliContext;
+  beforeAll(async () => {
+    t = await startTestServer({ BUDGET_CHECK_MS: '100', WEBHOOK_TIMEOUT_MS: '400', FLUSH_INTERVAL_MS: '50', CONSOLE_PORT: '0' }, { now: () => NOW });
+    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await t?.close();
+  });
+
+  it('projected to exceed, once a month; spend anomalies of a customer and a model, once a day: signed, to the same webhooks', async () => {
+    const { key, orgId } = await t.newKey('heading');
+    const hook = await receiver();
+    hook.addSecret((await setBudget(ctx, { org: 'heading', monthlyUsd: '50', alertAt: '100', webhook: hook.url })).secret);
+    hook.addSecret((await setBudget(ctx, { org: 'heading', allCustomers: true, monthlyUsd: '27', alertAt: '100', webhook: hook.url })).secret);
+    // 6 to 19 October: steady and spiky spend $1 a day each on gpt-4o; today steady $0.50, spiky $6.
+    const traces = [];
+    for (let d = 1; d <= 14; d++) for (const c of ['steady', 'spiky']) traces.push(...spend(`t-${c}-${d}`, 1, c, NOW - d * DAY).traces);
+    traces.push(...spend('t-steady-0', 0.5, 'steady', NOW - 60_000).traces, ...spend('t-spiky-0', 6, 'spiky', NOW - 60_000).traces);
+    expect((await t.post({ version: 'v1', traces }, { key })).status).toBe(202);
+    await until(
+      'four alerts',
+      () => hook.distinct().length,
+      (n) => n >= 4,
+    );
+    await t.server.flush();
+    // More spend and more checks: still projected over, still anomalous, and no alert again.
+    expect((await t.post(spend('t-spiky-more', 0.25, 'spiky', NOW - 30_000), { key })).status).toBe(202);
+    await t.server.flush();
+    await sleep(800);
+    expect(hook.got).toHaveLength(4);
+    expect(hook.got.every((a) => a.signatureOk)).toBe(true);
+    const by = (type: string, subject: string | null) => hook.got.find((a) => a.type === type && (a.customer ?? a.model ?? null) === subject);
+    // The org: $34.50 spent; 28 + max(6.50, 2) + 2 * 11 = $56.50 projected against $50, reached on the 28th ((50 - 34.5) / 2 = 7.75 days after today).
+    expect(by('budget.projected_to_exceed', null)).toMatchObject({ budgetUsd: '50', spentUsd: '34.5', projectedUsd: '56.5', crossesOn: '2026-10-28' });
+    // spiky, under the every-customer budget: 14 + 6 + 11 = $31 against $27; steady's $26 is not over.
+    expect(by('budget.projected_to_exceed', 'spiky')).toMatchObject({ budgetUsd: '27', spentUsd: '20', projectedUsd: '31', crossesOn: '2026-10-27' });
+    expect(by('budget.projected_to_exceed', 'steady')).toBeUndefined();
+    // spiky's $6 today against a $1 median; gpt-4o's $6.50 against $2.
+    expect(by('spend.anomaly', 'spiky')).toMatchObject({ day: '2026-10-20', costUsd: '6', baselineUsd: '1', model: null, budgetUsd: '27' });
+    expect(hook.got.find((a) => a.type === 'spend.anomaly' && a.model === 'gpt-4o')).toMatchObject({
+      customer: null,
+      costUsd: '6.5',
+      baselineUsd: '2',
+      budgetUsd: '50',
+    });
+    const events = await budgetEvents(ctx, { org: 'heading' });
+    expect(events.map((e) => e.kind).sort()).toEqual(['anomaly', 'anomaly', 'projected', 'projected']);
+    for (const e of events) expect(e).toMatchObject({ attempts: 1, delivered: expect.stringMatching(/^\d{4}-/) as unknown });
+
+    // The same day's figures everywhere: the API, `usage`'s forecast and the console.
+    const api = await getJson<{ org: { forecast: unknown }; customer: { forecast: unknown } }>(`${t.url}/v1/budget?customer=spiky`, key);
+    const cli = await usageForecast(ctx, orgId, NOW);
+    expect(api.org.forecast).toEqual(cli.org);
+    // With the last $0.25: 28 + 6.75 + 22.
+    expect(api.org.forecast).toMatchObject({ projectedUsd: '56.75', dailyRateUsd: '2', crossesOn: '2026-10-28', errorPct: null });
+    expect(api.customer.forecast).toEqual(cli.customers.spiky);
+    expect(api.customer.forecast).toMatchObject({ projectedUsd: '31.25', crossesOn: '2026-10-27' });
+    const token = (await createConsoleToken(ctx, { name: 'heading' })).token;
+    const base = `http://127.0.0.1:${t.server.consolePort}/console/api`;
+    expect((await getJson<{ forecast: unknown }>(`${base}/overview?org=heading`, token)).forecast).toEqual(cli.org);
+    expect((await getJson<{ forecasts: Record<string, unknown> }>(`${base}/customers?org=heading`, token)).forecasts).toEqual(cli.customers);
   });
 });
 

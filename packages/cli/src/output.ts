@@ -41,6 +41,26 @@ export function printTable<T extends object>(o: Output, rows: readonly T[], colu
   o.out(t.toString());
 }
 
+/**
+ * A table at most `width` characters wide: each column but the first as wide
+ * as its widest cell, the first (the group) given what is left and wrapped
+ * inside it when longer.
+ */
+export function printFittedTable<T extends object>(o: Output, rows: readonly T[], columns: readonly (keyof T & string)[], width = 100): void {
+  if (rows.length === 0) {
+    o.out('(none)');
+    return;
+  }
+  const cells = rows.map((r) => columns.map((c) => formatCell(r[c])));
+  // Each column's content plus one space either side; the borders take one character per column and one more.
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => (r[i] ?? '').length)) + 2);
+  const rest = widths.slice(1).reduce((a, b) => a + b, 0) + columns.length + 1;
+  widths[0] = Math.max(12, Math.min(widths[0] ?? 12, width - rest));
+  const t = new Table({ head: [...columns], colWidths: widths, wordWrap: true, wrapOnWordBoundary: false, style: { head: [], border: [] } });
+  for (const r of cells) t.push(r);
+  o.out(t.toString());
+}
+
 function formatCell(v: unknown): string {
   if (v === null || v === undefined) return '';
   if (typeof v === 'number') return v.toLocaleString('en-US');

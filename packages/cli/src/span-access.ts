@@ -6,6 +6,7 @@ import { auditErase, auditReprice } from '@trace-ingest/store/audit';
 import type { EraseCounts, EraseTarget } from '@trace-ingest/shared/lifecycle';
 import { diskForecast, type DiskForecast } from '@trace-ingest/store/disk-forecast';
 import { exportCount, exportLines, exportRows, type ExportFilter } from '@trace-ingest/store/export';
+import { readForecastInputs, type SpendJson } from '@trace-ingest/store/forecast';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { reprice, usageReport, type RepriceFilter, type RepriceResult, type UsageFilter, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
@@ -24,6 +25,8 @@ export interface SpanAccess {
   /** Erases and, unless a dry run, records it in the audit log as `actor`'s. */
   erase(orgId: string, target: EraseTarget, dryRun: boolean, actor?: string): Promise<EraseCounts>;
   disk(): Promise<DiskForecast>;
+  /** What an org's month-end forecast reads, as of `now`. */
+  forecastInputs(orgId: string, now: number): Promise<SpendJson>;
 }
 
 /** NDJSON from the admin socket, as the bytes arrive. */
@@ -100,6 +103,9 @@ class ServerAccess implements SpanAccess {
   disk(): Promise<DiskForecast> {
     return request<DiskForecast>(this.socket, 'GET', '/v1/disk');
   }
+  forecastInputs(orgId: string, now: number): Promise<SpendJson> {
+    return request<SpendJson>(this.socket, 'POST', '/v1/forecast', { orgId, now });
+  }
 }
 
 class DirectAccess implements SpanAccess {
@@ -129,6 +135,9 @@ class DirectAccess implements SpanAccess {
   }
   async disk(): Promise<DiskForecast> {
     return diskForecast(await this.ctx.spans());
+  }
+  async forecastInputs(orgId: string, now: number): Promise<SpendJson> {
+    return readForecastInputs(await this.ctx.spans(), orgId, now);
   }
 }
 

@@ -4,6 +4,19 @@ import { classify, DEFAULT_RETRY, nextDelay, type RetryOptions } from './retry.j
 import { Trace, type SpanSink, type TraceStart } from './trace.js';
 import type { SpanV1, TraceHeaderV1, TraceV1 } from './types.js';
 
+/**
+ * Where the month's spend will end: the spend of its days before today, plus
+ * for today and each day left the daily run rate (the last 14 complete UTC
+ * days' cost, weighted linearly to recent ones; today at least what it has spent).
+ */
+export interface BudgetForecast {
+  /** Projected spend at the month's end (USD, decimal string, 4 decimals). */
+  projectedUsd: string;
+  dailyRateUsd: string;
+  /** The UTC day (YYYY-MM-DD) the budget is projected to be reached; null without a budget, when it has been, or not this month. */
+  crossesOn: string | null;
+}
+
 /** A budget as GET /v1/budget reports it: USD as exact decimal strings (null: no budget set). */
 export interface BudgetStatus {
   budgetUsd: string | null;
@@ -11,13 +24,18 @@ export interface BudgetStatus {
   remainingUsd: string | null;
   /** Alert percentages this month's spend has reached. */
   crossed: number[];
+  /** null until there is a complete day of spend in the last 14. */
+  forecast: BudgetForecast | null;
 }
 
 export interface BudgetAnswer {
   /** The UTC month, YYYY-MM. */
   month: string;
-  /** Absent for a key limited to named customers. */
-  org?: BudgetStatus;
+  /**
+   * Absent for a key limited to named customers. Its forecast also says how
+   * far off it was, on average, on the org's past months (null: none to measure).
+   */
+  org?: BudgetStatus & { forecast: (BudgetForecast & { errorPct: string | null; errorMonths: number }) | null };
   customer?: BudgetStatus & { id: string };
   /** When the server last read the spend (epoch ms); spans count once stored, within seconds. */
   asOf: number;

@@ -1,4 +1,12 @@
-export { TraceIngest, TraceIngestError, type BudgetAnswer, type BudgetStatus, type TraceIngestOptions, type TraceIngestStats } from './client.js';
+export {
+  TraceIngest,
+  TraceIngestError,
+  type BudgetAnswer,
+  type BudgetForecast,
+  type BudgetStatus,
+  type TraceIngestOptions,
+  type TraceIngestStats,
+} from './client.js';
 export { Trace, Span, type TraceStart, type SpanStart, type SpanEnd } from './trace.js';
 export { recordStream } from './stream.js';
 export { StreamTimer, ChunkSampler, evenIndices, type StreamFields } from './sampling.js';

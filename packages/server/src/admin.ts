@@ -8,6 +8,7 @@ import { BadRequestError, TiError } from '@trace-ingest/shared/errors';
 import { auditErase, auditReprice } from '@trace-ingest/store/audit';
 import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { diskForecast } from '@trace-ingest/store/disk-forecast';
+import { readForecastInputs } from '@trace-ingest/store/forecast';
 import { exportCount, exportLines, exportRows } from '@trace-ingest/store/export';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
 import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
@@ -132,6 +133,11 @@ export class AdminServer {
         if (res.destroyed) return;
       }
       res.end();
+    });
+    // What a month-end forecast reads of an org (the CLI's `usage` computes it with the org's budgets).
+    app.post('/v1/forecast', async (req, res) => {
+      const b = parse(z.strictObject({ orgId: z.string().min(1), now: z.number().int() }), req.body);
+      res.json(await readForecastInputs(this.spans, b.orgId, b.now));
     });
     app.post('/v1/erase', async (req, res) => {
       const b = parse(EraseBody, req.body);

@@ -2,7 +2,18 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { ALL_CUSTOMERS, type BudgetRecord, type Budgets, type DueEvent } from '@trace-ingest/store/budgets';
+import { ALL_CUSTOMERS, governing, type BudgetRecord, type Budgets, type DueEvent, type NewAlert } from '@trace-ingest/store/budgets';
+import {
+  anomalyOf,
+  DEFAULT_ANOMALY,
+  forecastOf,
+  readHistory,
+  readSpend,
+  backtest,
+  type AnomalyRule,
+  type Forecast,
+  type SpendSnapshot,
+} from '@trace-ingest/store/forecast';
 import { usageReport } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
@@ -11,9 +22,14 @@ import { postWebhook } from './webhook-post.js';
 /**
  * Budgets at run time: the spend of each org (and customer) this month, read
  * from the span store's rollups, checked against the budgets every few
- * seconds and after each flush; thresholds crossed become alerts (one per
- * budget, customer, month and threshold, whatever the replicas), which the
- * deliverer posts to the budget's webhook, signed.
+ * seconds and after each flush. The most specific budget governs a customer
+ * (its own, else the every-customer one). A check records alerts, each once
+ * whatever the replicas, which the deliverer posts to the budget's webhook,
+ * signed:
+ * - a threshold crossed (once per budget, customer, month and threshold);
+ * - the month-end projected over the budget (once per budget, customer and month);
+ * - a spend anomaly: a customer's or model's cost today far above its own
+ *   recent baseline (once per subject and day; the rule is in store/forecast.ts).
  *
  * Spend counts spans by their start time in the UTC month, as `usage
  * --month` does, so a late span of the previous month counts there: the
@@ -29,21 +45,28 @@ export interface BudgetStatus {
   remainingUsd: string | null;
   /** Alert percentages reached this month. */
   crossed: number[];
+  /** Where the month will end (null before a day of spend in the last 14). */
+  forecast: Forecast | null;
+}
+
+/** The org's status: its forecast also says how far off the same forecast was on the org's past months. */
+export interface OrgBudgetStatus extends BudgetStatus {
+  forecast: (Forecast & { errorPct: string | null; errorMonths: number }) | null;
 }
 
 export interface BudgetAnswer {
   month: string;
-  org: BudgetStatus;
+  org: OrgBudgetStatus;
   customer?: BudgetStatus & { id: string };
   /** When the spend was last read (epoch ms): spans are counted once flushed. */
   asOf: number;
 }
 
-interface OrgMonth {
+/** A month's spend of an org: its total and each customer's. */
+interface MonthSpend {
   month: string;
   total: bigint;
   customers: Map<string, bigint>;
-  readAt: number;
 }
 
 export interface BudgetWatcherOptions {
@@ -52,6 +75,7 @@ export interface BudgetWatcherOptions {
   customerLabels?: boolean;
   orgName(orgId: string): Promise<string | undefined>;
   now?: () => number;
+  anomaly?: AnomalyRule;
 }
 
 export function monthOf(ms: number): { month: string; from: number; to: number } {
@@ -65,15 +89,29 @@ function crossed(spent: bigint, budget: bigint, alertAt: readonly number[]): num
   return alertAt.filter((p) => spent * 100n >= budget * BigInt(p));
 }
 
-function status(spent: bigint, budget: BudgetRecord | undefined): BudgetStatus {
-  if (budget === undefined) return { budgetUsd: null, spentUsd: formatDecimal(spent), remainingUsd: null, crossed: [] };
+function status(spent: bigint, budget: BudgetRecord | undefined, forecast: Forecast | null): BudgetStatus {
+  if (budget === undefined) return { budgetUsd: null, spentUsd: formatDecimal(spent), remainingUsd: null, crossed: [], forecast };
   const amount = parseDecimal(budget.monthlyUsd);
   return {
     budgetUsd: budget.monthlyUsd,
     spentUsd: formatDecimal(spent),
     remainingUsd: formatDecimal(amount - spent),
     crossed: crossed(spent, amount, budget.alertAt),
+    forecast,
   };
+}
+
+const monthSpendOf = (s: SpendSnapshot): MonthSpend => ({
+  month: s.month,
+  total: s.total.month,
+  customers: new Map([...s.groups].map(([c, g]) => [c, g.month])),
+});
+
+/** The subjects a budget governs in a month's spend: the org, one customer, or each customer without a budget of its own. */
+function subjectsOf<T>(budgets: readonly BudgetRecord[], b: BudgetRecord, total: T, customers: ReadonlyMap<string, T>, none: T): [string, T][] {
+  if (b.customerId === '') return [['', total]];
+  if (b.customerId !== ALL_CUSTOMERS) return [[b.customerId, customers.get(b.customerId) ?? none]];
+  return [...customers].filter(([c]) => c !== '' && governing(budgets, b.orgId, c) === b);
 }
 
 export class BudgetWatcher {
@@ -82,13 +120,16 @@ export class BudgetWatcher {
   private again = false;
   private closed = false;
   private budgets: BudgetRecord[] = [];
-  /** The current month's spend per org, as last read. */
-  private readonly spend = new Map<string, OrgMonth>();
+  /** This month's spend of each org by customer, as last read. */
+  private readonly spend = new Map<string, SpendSnapshot>();
+  /** Each org's daily cost of past months (its forecast's error), read once a UTC day: org totals only, no customer. */
+  private readonly history = new Map<string, { day: string; errorPct: string | null; errorMonths: number }>();
   /** Customers erased while this process runs: never a metric label again. */
   private readonly erased = new Set<string>();
   /** Orgs asked about through GET /v1/budget lately: kept fresh too. */
   private readonly asked = new Map<string, number>();
   private readonly now: () => number;
+  private readonly anomaly: AnomalyRule;
   /** Called after a check that recorded alerts. */
   onAlerts: () => void = () => undefined;
 
@@ -100,6 +141,7 @@ export class BudgetWatcher {
     private readonly opts: BudgetWatcherOptions,
   ) {
     this.now = opts.now ?? Date.now;
+    this.anomaly = opts.anomaly ?? DEFAULT_ANOMALY;
   }
 
   start(): void {
@@ -140,7 +182,7 @@ export class BudgetWatcher {
     await this.running;
   }
 
-  private async readMonth(orgId: string, at: number): Promise<OrgMonth> {
+  private async readMonth(orgId: string, at: number): Promise<MonthSpend> {
     const m = monthOf(at);
     // Whole UTC days: the rollups answer it, whatever the number of spans.
     const rows = await usageReport(this.spans, { orgId, from: m.from, to: m.to, by: 'customer' });
@@ -151,40 +193,61 @@ export class BudgetWatcher {
       customers.set(r.group, c);
       total += c;
     }
-    return { month: m.month, total, customers, readAt: this.now() };
+    return { month: m.month, total, customers };
+  }
+
+  /** This month's spend of an org (with forecasts' inputs), and its forecast's error on past months (read once a day). */
+  private async readOrg(orgId: string, now: number): Promise<SpendSnapshot> {
+    const snap = await readSpend(this.spans, orgId, now, 'customer');
+    this.spend.set(orgId, snap);
+    if (this.history.get(orgId)?.day !== snap.day) {
+      const err = backtest(await readHistory(this.spans, orgId, now), snap.day);
+      this.history.set(orgId, { day: snap.day, errorPct: err.errorPct, errorMonths: err.months });
+    }
+    return snap;
   }
 
   private async check(): Promise<void> {
     this.budgets = await this.store.list();
     const now = this.now();
     for (const [org, at] of this.asked) if (now - at > 10 * 60_000) this.asked.delete(org);
+    for (const org of this.spend.keys()) if (!this.asked.has(org) && !this.budgets.some((b) => b.orgId === org)) this.spend.delete(org);
     const orgs = new Set([...this.budgets.map((b) => b.orgId), ...this.asked.keys()]);
     let recorded = 0;
     for (const orgId of orgs) {
-      const current = await this.readMonth(orgId, now);
-      this.spend.set(orgId, current);
+      const current = await this.readOrg(orgId, now);
       const budgets = this.budgets.filter((b) => b.orgId === orgId);
       if (budgets.length === 0) continue;
-      recorded += await this.alerts(budgets, current);
+      recorded += await this.thresholdAlerts(budgets, monthSpendOf(current));
+      recorded += await this.projectedAlerts(budgets, current);
+      recorded += await this.anomalyAlerts(budgets, current, now);
       // Late spans of last month count there (its alerts carry its month), for a few days into this one.
       const previous = monthOf(monthOf(now).from - 1);
-      if (now - previous.to < 3 * DAY_MS) recorded += await this.alerts(budgets, await this.readMonth(orgId, previous.from));
+      if (now - previous.to < 3 * DAY_MS) recorded += await this.thresholdAlerts(budgets, await this.readMonth(orgId, previous.from));
     }
     this.updateGauges();
     if (recorded > 0) this.onAlerts();
   }
 
+  /** Records an alert; true when it is new. */
+  private async record(a: NewAlert): Promise<boolean> {
+    const fresh = await this.store.record(a);
+    if (fresh) {
+      this.metrics.budgetAlerts.inc({ kind: a.kind ?? 'threshold' });
+      const { orgId: org, customerId: customer, modelId: model, month, threshold, kind = 'threshold' } = a;
+      this.logger.info({ org, customer, model, month, threshold, kind }, 'budget alert recorded');
+    }
+    return fresh;
+  }
+
   /** Records the alerts of thresholds the month's spend has crossed; returns how many are new. */
-  private async alerts(budgets: readonly BudgetRecord[], m: OrgMonth): Promise<number> {
+  private async thresholdAlerts(budgets: readonly BudgetRecord[], m: MonthSpend): Promise<number> {
     let n = 0;
     for (const b of budgets) {
       const amount = parseDecimal(b.monthlyUsd);
-      const subjects: [string, bigint][] =
-        b.customerId === '' ? [['', m.total]] : b.customerId === ALL_CUSTOMERS ? [...m.customers] : [[b.customerId, m.customers.get(b.customerId) ?? 0n]];
-      for (const [customer, spent] of subjects) {
-        if (b.customerId === ALL_CUSTOMERS && customer === '') continue;
+      for (const [customer, spent] of subjectsOf(budgets, b, m.total, m.customers, 0n))
         for (const threshold of crossed(spent, amount, b.alertAt)) {
-          const fresh = await this.store.record({
+          const alert = {
             budgetId: b.id,
             orgId: b.orgId,
             customerId: customer,
@@ -192,14 +255,74 @@ export class BudgetWatcher {
             threshold,
             spentUsd: formatDecimal(spent),
             budgetUsd: b.monthlyUsd,
-          });
-          if (fresh) {
-            n++;
-            this.metrics.budgetAlerts.inc();
-            this.logger.info({ org: b.orgId, customer, month: m.month, threshold }, 'budget threshold crossed');
-          }
+          };
+          if (await this.record(alert)) n++;
         }
+    }
+    return n;
+  }
+
+  /** Records, once a month, each budget whose month-end projection exceeds it before its spend does. */
+  private async projectedAlerts(budgets: readonly BudgetRecord[], s: SpendSnapshot): Promise<number> {
+    let n = 0;
+    for (const b of budgets) {
+      const amount = parseDecimal(b.monthlyUsd);
+      for (const [customer, g] of subjectsOf(budgets, b, s.total, s.groups, undefined)) {
+        const f = forecastOf(s, g, amount);
+        if (g === undefined || f === null || g.month >= amount || parseDecimal(f.projectedUsd) <= amount) continue;
+        const alert: NewAlert = {
+          kind: 'projected',
+          budgetId: b.id,
+          orgId: b.orgId,
+          customerId: customer,
+          month: s.month,
+          threshold: 100,
+          spentUsd: formatDecimal(g.month),
+          budgetUsd: b.monthlyUsd,
+          detail: { projectedUsd: f.projectedUsd, dailyRateUsd: f.dailyRateUsd, crossesOn: f.crossesOn },
+        };
+        if (await this.record(alert)) n++;
       }
+    }
+    return n;
+  }
+
+  /**
+   * Records, once a day, each customer and model whose cost today is far
+   * above its own baseline: a customer's through the budget that governs it
+   * (else the org's), a model's through the org's budget.
+   */
+  private async anomalyAlerts(budgets: readonly BudgetRecord[], s: SpendSnapshot, now: number): Promise<number> {
+    if (this.anomaly.factor <= 0n) return 0;
+    const orgId = budgets[0]?.orgId ?? '';
+    const orgBudget = governing(budgets, orgId, '');
+    const models = orgBudget === undefined ? undefined : await readSpend(this.spans, orgId, now, 'model');
+    const found: { b: BudgetRecord; customer: string; model: string; today: bigint; baseline: bigint }[] = [];
+    for (const [customer, g] of s.groups) {
+      const a = customer === '' ? undefined : anomalyOf(g.days, g.today, this.anomaly);
+      const b = governing(budgets, orgId, customer) ?? orgBudget;
+      if (a !== undefined && b !== undefined) found.push({ b, customer, model: '', today: g.today, baseline: a.baseline });
+    }
+    for (const [model, g] of models?.groups ?? []) {
+      const a = model === '' ? undefined : anomalyOf(g.days, g.today, this.anomaly);
+      if (a !== undefined && orgBudget !== undefined) found.push({ b: orgBudget, customer: '', model, today: g.today, baseline: a.baseline });
+    }
+    let n = 0;
+    for (const f of found) {
+      const alert: NewAlert = {
+        kind: 'anomaly',
+        budgetId: f.b.id,
+        orgId,
+        customerId: f.customer,
+        modelId: f.model,
+        month: s.month,
+        day: s.day,
+        threshold: Number(this.anomaly.factor),
+        spentUsd: formatDecimal(f.today),
+        budgetUsd: f.b.monthlyUsd,
+        detail: { baselineUsd: formatDecimal(f.baseline), minAboveUsd: formatDecimal(this.anomaly.minUsd) },
+      };
+      if (await this.record(alert)) n++;
     }
     return n;
   }
@@ -207,29 +330,56 @@ export class BudgetWatcher {
   private updateGauges(): void {
     this.metrics.budgetSpend.reset();
     this.metrics.budgetAmount.reset();
-    for (const b of this.budgets) {
-      const m = this.spend.get(b.orgId);
-      if (m === undefined || b.customerId === ALL_CUSTOMERS || this.erased.has(erasedKey(b.orgId, b.customerId))) continue;
+    this.metrics.budgetProjected.reset();
+    const set = (orgId: string, s: SpendSnapshot, customer: string, budget: BudgetRecord | undefined) => {
+      const g = customer === '' ? s.total : s.groups.get(customer);
+      const labels = { org: orgId, budget: budget?.id ?? '', customer: this.opts.customerLabels === true ? customer : '' };
+      this.metrics.budgetSpend.set(labels, Number(formatDecimal(g?.month ?? 0n)));
+      if (budget !== undefined) this.metrics.budgetAmount.set(labels, Number(budget.monthlyUsd));
+      const f = forecastOf(s, g);
+      if (f !== null) this.metrics.budgetProjected.set(labels, Number(f.projectedUsd));
+    };
+    for (const [orgId, s] of this.spend) {
+      set(orgId, s, '', governing(this.budgets, orgId, ''));
       // Per customer only for customers with a budget of their own: label cardinality stays that of the budgets.
-      const spent = b.customerId === '' ? m.total : (m.customers.get(b.customerId) ?? 0n);
-      const labels = { org: b.orgId, budget: b.id, customer: this.opts.customerLabels === true ? b.customerId : '' };
-      this.metrics.budgetSpend.set(labels, Number(formatDecimal(spent)));
-      this.metrics.budgetAmount.set(labels, Number(b.monthlyUsd));
+      for (const b of this.budgets)
+        if (b.orgId === orgId && b.customerId !== '' && b.customerId !== ALL_CUSTOMERS && !this.erased.has(erasedKey(orgId, b.customerId)))
+          set(orgId, s, b.customerId, b);
     }
-    for (const [orgId, m] of this.spend)
-      if (!this.budgets.some((b) => b.orgId === orgId && b.customerId === ''))
-        this.metrics.budgetSpend.set({ org: orgId, budget: '', customer: '' }, Number(formatDecimal(m.total)));
   }
 
   /**
-   * An erased customer leaves the metrics at once, not at the next check,
-   * and is not named in them again by this process (a budget left for it
-   * included): its spend is gone from the store, and its id from memory.
+   * An erased customer leaves the metrics and this process's memory at once,
+   * not at the next check, and is not named in the metrics again by this
+   * process (a budget left for it included).
    */
   forgetCustomer(orgId: string, customerId: string): void {
     this.erased.add(erasedKey(orgId, customerId));
-    this.spend.get(orgId)?.customers.delete(customerId);
+    this.spend.get(orgId)?.groups.delete(customerId);
     this.updateGauges();
+    this.poke();
+  }
+
+  private orgStatus(orgId: string, s: SpendSnapshot): OrgBudgetStatus {
+    const budget = governing(this.budgets, orgId, '');
+    const f = forecastOf(s, s.total, budget === undefined ? undefined : parseDecimal(budget.monthlyUsd));
+    const err = this.history.get(orgId);
+    const forecast = f === null ? null : { ...f, errorPct: err?.errorPct ?? null, errorMonths: err?.errorMonths ?? 0 };
+    return { ...status(s.total.month, budget, null), forecast };
+  }
+
+  private customerStatus(orgId: string, s: SpendSnapshot, customer: string): BudgetStatus {
+    const budget = governing(this.budgets, orgId, customer);
+    const g = s.groups.get(customer);
+    return status(g?.month ?? 0n, budget, forecastOf(s, g, budget === undefined ? undefined : parseDecimal(budget.monthlyUsd)));
+  }
+
+  /** An org's spend, read now when memory has none for this month. */
+  private async spendOf(orgId: string): Promise<SpendSnapshot> {
+    const now = this.now();
+    this.asked.set(orgId, now);
+    const s = this.spend.get(orgId);
+    return s !== undefined && s.month === monthOf(now).month ? s : this.readOrg(orgId, now);
   }
 
   /**
@@ -237,42 +387,25 @@ export class BudgetWatcher {
    * check: a map lookup. An org asked for the first time is read once now.
    */
   async answer(orgId: string, customer: string | undefined): Promise<BudgetAnswer> {
-    const now = this.now();
-    this.asked.set(orgId, now);
-    let m = this.spend.get(orgId);
-    if (m === undefined || m.month !== monthOf(now).month) {
-      m = await this.readMonth(orgId, now);
-      this.spend.set(orgId, m);
-    }
-    const budgets = this.budgets.filter((b) => b.orgId === orgId);
-    const out: BudgetAnswer = {
-      month: m.month,
-      org: status(
-        m.total,
-        budgets.find((b) => b.customerId === ''),
-      ),
-      asOf: m.readAt,
-    };
-    if (customer !== undefined) {
-      const own = budgets.find((b) => b.customerId === customer) ?? budgets.find((b) => b.customerId === ALL_CUSTOMERS);
-      out.customer = { id: customer, ...status(m.customers.get(customer) ?? 0n, own) };
-    }
+    const s = await this.spendOf(orgId);
+    const out: BudgetAnswer = { month: s.month, org: this.orgStatus(orgId, s), asOf: s.readAt };
+    if (customer !== undefined) out.customer = { id: customer, ...this.customerStatus(orgId, s, customer) };
     return out;
   }
 
-  /** Budgets and this month's spend of an org, for the console. */
-  async forConsole(orgId: string): Promise<{ budget: BudgetStatus | null; customers: Record<string, BudgetStatus> }> {
+  /**
+   * Budgets, this month's spend and forecasts of an org for the console:
+   * the org's, and each customer's by the budget that governs it (null: none).
+   */
+  async forConsole(orgId: string): Promise<{ budget: OrgBudgetStatus; customers: Record<string, BudgetStatus> }> {
     // A page view reads the budgets as they are now (one small query), not as of the last check.
     this.budgets = await this.store.list();
-    const a = await this.answer(orgId, undefined);
-    const m = this.spend.get(orgId);
+    const s = await this.spendOf(orgId);
     const customers: Record<string, BudgetStatus> = {};
-    for (const b of this.budgets.filter((x) => x.orgId === orgId && x.customerId !== '')) {
-      if (b.customerId === ALL_CUSTOMERS) {
-        for (const [c, spent] of m?.customers ?? []) if (c !== '' && customers[c] === undefined) customers[c] = status(spent, b);
-      } else customers[b.customerId] = status(m?.customers.get(b.customerId) ?? 0n, b);
-    }
-    return { budget: a.org.budgetUsd === null ? null : a.org, customers };
+    for (const c of s.groups.keys()) if (c !== '') customers[c] = this.customerStatus(orgId, s, c);
+    for (const b of this.budgets)
+      if (b.orgId === orgId && b.customerId !== '' && b.customerId !== ALL_CUSTOMERS) customers[b.customerId] ??= this.customerStatus(orgId, s, b.customerId);
+    return { budget: this.orgStatus(orgId, s), customers };
   }
 }
 
@@ -335,21 +468,11 @@ export class AlertDeliverer {
 
   private async deliver(e: DueEvent): Promise<void> {
     if (e.webhookUrl === null || e.webhookSecrets.length === 0) {
-      // No webhook (or the budget is gone): the alert is recorded and shown by `budgets events`.
-      await this.store.delivered(e.id, this.owner);
+      // No webhook (or the budget is gone): the alert is recorded and shown by `budgets events`, never posted.
+      await this.store.undeliverable(e.id, this.owner);
       return;
     }
-    const body = JSON.stringify({
-      id: e.id,
-      type: 'budget.threshold_crossed',
-      org: { id: e.orgId, name: (await this.opts.orgName(e.orgId)) ?? '' },
-      customer: e.customerId === '' ? null : e.customerId,
-      budgetUsd: e.budgetUsd,
-      spentUsd: e.spentUsd,
-      threshold: e.threshold,
-      month: e.month,
-      createdAt: new Date(e.createdAt).toISOString(),
-    });
+    const body = JSON.stringify(alertBody(e, (await this.opts.orgName(e.orgId)) ?? ''));
     try {
       await postWebhook(e.webhookUrl, { id: e.id, body, secrets: e.webhookSecrets }, this.opts.timeoutMs);
       await this.store.delivered(e.id, this.owner);
@@ -363,4 +486,40 @@ export class AlertDeliverer {
       this.logger.warn({ event: e.id, attempts: e.attempts + 1, error: why }, 'budget alert not delivered; retried with backoff');
     }
   }
+}
+
+/**
+ * The JSON an alert is posted as: a threshold crossed keeps the shape it has
+ * always had; a projection and an anomaly add their own figures.
+ */
+export function alertBody(e: DueEvent, orgName: string): Record<string, unknown> {
+  const common = { id: e.id, org: { id: e.orgId, name: orgName } };
+  const at = { month: e.month, createdAt: new Date(e.createdAt).toISOString() };
+  const customer = e.customerId === '' ? null : e.customerId;
+  if (e.kind === 'projected')
+    return {
+      ...common,
+      type: 'budget.projected_to_exceed',
+      customer,
+      budgetUsd: e.budgetUsd,
+      spentUsd: e.spentUsd,
+      projectedUsd: e.detail.projectedUsd ?? null,
+      dailyRateUsd: e.detail.dailyRateUsd ?? null,
+      crossesOn: e.detail.crossesOn ?? null,
+      ...at,
+    };
+  if (e.kind === 'anomaly')
+    return {
+      ...common,
+      type: 'spend.anomaly',
+      customer,
+      model: e.modelId === '' ? null : e.modelId,
+      day: e.day,
+      costUsd: e.spentUsd,
+      baselineUsd: e.detail.baselineUsd ?? null,
+      factor: e.threshold,
+      budgetUsd: e.budgetUsd,
+      ...at,
+    };
+  return { ...common, type: 'budget.threshold_crossed', customer, budgetUsd: e.budgetUsd, spentUsd: e.spentUsd, threshold: e.threshold, ...at };
 }

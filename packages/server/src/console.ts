@@ -21,7 +21,7 @@ import { utcMonth } from '@trace-ingest/shared/ids';
 import type { PriceQuote } from '@trace-ingest/shared/price-engine';
 import type { Pricing } from '@trace-ingest/store/pricing';
 import type { ConsoleGrant, ConsoleTokens } from '@trace-ingest/store/console-tokens';
-import type { BudgetStatus } from './budgets.js';
+import type { BudgetStatus, OrgBudgetStatus } from './budgets.js';
 import type { ControlStore, Org } from '@trace-ingest/store/control-store-types';
 import { countGroups, dailyCosts, groupLabels, RefreshScope, traceSpans, usageReport, usageTotals } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
@@ -48,8 +48,8 @@ export interface ConsoleDeps {
   metrics: Metrics;
   /** The built page; default: the @trace-ingest/console package's dist/. */
   assetsDir?: string;
-  /** Budgets and this month's spend of an org (the server's budget watcher). */
-  budgets?: (orgId: string) => Promise<{ budget: BudgetStatus | null; customers: Record<string, BudgetStatus> }>;
+  /** Budgets, this month's spend and forecasts of an org and its customers (the server's budget watcher). */
+  budgets?: (orgId: string) => Promise<{ budget: OrgBudgetStatus; customers: Record<string, BudgetStatus> }>;
   now?: () => number;
   /** Host names the console answers to (port aside); see consoleHosts. */
   allowedHosts?: readonly string[];
@@ -187,7 +187,8 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     const quota = plan?.monthlySpans ?? 0;
     const budgets = await deps.budgets?.(org.id);
     res.json({
-      budget: budgets?.budget ?? null,
+      budget: budgets === undefined || budgets.budget.budgetUsd === null ? null : budgets.budget,
+      forecast: budgets?.budget.forecast ?? null,
       org: orgJson(org),
       range: { from: q.from, to: q.to },
       days: q.days,
@@ -224,6 +225,7 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
     const labels = await groupLabels(deps.spans, { orgId: org.id, from: q.fromMs, to: q.toMs, by: 'customer', groups: rows.map((r) => r.group) });
     const names = Object.fromEntries(Object.entries(labels).map(([id, l]) => [id, l.name]));
     const budgets = (await deps.budgets?.(org.id))?.customers ?? {};
+    const shown = rows.filter((r) => budgets[r.group] !== undefined);
     // The total counts every customer, shown or not (the days add up to it).
     res.json({
       org: orgJson(org),
@@ -233,8 +235,9 @@ export function createConsoleApp(deps: ConsoleDeps): express.Express {
       total: usageTotals(byDay),
       daily,
       names,
-      // This month's spend against each shown customer's budget.
-      budgets: Object.fromEntries(rows.filter((r) => budgets[r.group] !== undefined).map((r) => [r.group, budgets[r.group]])),
+      // This month's spend against the budget that governs each shown customer, and where its month will end.
+      budgets: Object.fromEntries(shown.filter((r) => budgets[r.group]?.budgetUsd !== null).map((r) => [r.group, budgets[r.group]])),
+      forecasts: Object.fromEntries(shown.flatMap((r) => (budgets[r.group]?.forecast == null ? [] : [[r.group, budgets[r.group]?.forecast]]))),
     });
   });
 

@@ -122,9 +122,16 @@ export class Metrics {
     labelNames: ['org', 'budget', 'customer'] as const,
     registers: [this.registry],
   });
+  readonly budgetProjected = new Gauge({
+    name: 'trace_ingest_budget_projected_usd',
+    help: "This UTC month's projected spend at its end, with the labels of trace_ingest_budget_spend_usd",
+    labelNames: ['org', 'budget', 'customer'] as const,
+    registers: [this.registry],
+  });
   readonly budgetAlerts = new Counter({
     name: 'trace_ingest_budget_alerts_total',
-    help: 'Budget thresholds crossed (alerts recorded by this replica)',
+    help: 'Alerts recorded by this replica, by kind (threshold crossed, projected to exceed, spend anomaly)',
+    labelNames: ['kind'] as const,
     registers: [this.registry],
   });
   readonly budgetDeliveries = new Counter({

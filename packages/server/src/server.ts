@@ -12,6 +12,7 @@ import { fastValidator } from '@trace-ingest/shared/validate';
 import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { openBudgets, type Budgets } from '@trace-ingest/store/budgets';
 import { secretBoxFor } from '@trace-ingest/store/secret-box';
+import { parseDecimal } from '@trace-ingest/shared/decimal';
 import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
@@ -44,6 +45,8 @@ export interface ServerParts {
   quota?: QuotaCounter;
   pricing?: Pricing;
   metrics?: Metrics;
+  /** The clock of budget checks and the console's month (tests set a day; ingest itself keeps the real time). */
+  now?: () => number;
 }
 
 /** Node's own answers to malformed requests (400, 408, 431) are JSON too, like every error of the service. */
@@ -244,6 +247,8 @@ export class IngestServer {
       checkMs: c.BUDGET_CHECK_MS,
       orgName,
       customerLabels: c.METRICS_CUSTOMER_LABELS,
+      anomaly: { factor: BigInt(c.ANOMALY_FACTOR), minUsd: parseDecimal(c.ANOMALY_MIN_USD) },
+      ...(this.parts.now === undefined ? {} : { now: this.parts.now }),
     });
     const deliverer = new AlertDeliverer(budgets, this.metrics, this.logger, { timeoutMs: c.WEBHOOK_TIMEOUT_MS, orgName });
     watcher.onAlerts = () => deliverer.poke();
@@ -322,6 +327,7 @@ export class IngestServer {
         allowedHosts: consoleHosts(c.CONSOLE_HOST, c.CONSOLE_ALLOWED_HOSTS),
         failures: this.authFailures,
         trustProxy: c.TRUST_PROXY ?? false,
+        ...(this.parts.now === undefined ? {} : { now: this.parts.now }),
       });
       this.apps.console = consoleApp;
       this.consoleHttp = http.createServer({ headersTimeout: c.HEADERS_TIMEOUT_MS, requestTimeout: c.REQUEST_TIMEOUT_MS }, consoleApp);

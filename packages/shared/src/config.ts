@@ -73,6 +73,14 @@ export const ConfigSchema = z.object({
   RETENTION_INTERVAL_MS: int(3_600_000, 1000),
   /** How often budgets are checked against this month's spend (also after every flush). */
   BUDGET_CHECK_MS: int(5000, 100),
+  /** A customer's or model's cost today is a spend anomaly at this many times its 14-day median (0: no anomaly alerts)... */
+  ANOMALY_FACTOR: int(3, 0),
+  /** ...and this many USD above it (an exact decimal), so a cent against a tenth of a cent is no anomaly. */
+  ANOMALY_MIN_USD: z
+    .string()
+    .trim()
+    .regex(/^\d{1,12}(\.\d{1,18})?$/, { message: 'must be a decimal amount of USD such as 1 or 0.5' })
+    .default('1'),
   /** Timeout of one budget alert webhook post (then retried with backoff). */
   WEBHOOK_TIMEOUT_MS: int(10_000, 100),
   HEADERS_TIMEOUT_MS: int(10_000, 1),

@@ -13,12 +13,18 @@ import { newWebhookSecret, rotateWebhookSecret, sealWebhookSecrets, signingSecre
  *
  * - A budget covers an org (customer ''), one customer, or every customer
  *   ('*', each customer against the same amount).
- * - An alert is one row per (budget, customer, month, threshold): whichever
- *   replica sees the threshold crossed first inserts it, the others' inserts
- *   meet the unique key. Its id is derived from that key, so a receiver can
+ * - The most specific budget governs a customer: its own, else the
+ *   every-customer one (`governing`). Alerts, GET /v1/budget, the SDK and the
+ *   console all follow that one rule.
+ * - An alert is one row per key: (budget, customer, month, threshold) for a
+ *   threshold crossed, (budget, customer, month) for a month-end projected
+ *   over the budget, (budget, customer or model, day) for a spend anomaly.
+ *   Whichever replica sees it first inserts it, the others' inserts meet the
+ *   unique key. Its id is derived from that key, so a receiver can
  *   deduplicate a delivery repeated after a crash.
  * - Delivery is leased: a replica claims one due alert for a while, posts it,
- *   and marks it delivered, or sets its next attempt.
+ *   and marks it delivered (a POST answered 2xx), none (no webhook), or sets
+ *   its next attempt. `attempts` counts the POSTs made.
  */
 
 export const ALL_CUSTOMERS = '*';
@@ -36,22 +42,43 @@ export interface BudgetRecord {
   createdAt: number;
 }
 
+/** A threshold crossed; the month-end projected over the budget; a day's spend far above its own baseline. */
+export type AlertKind = 'threshold' | 'projected' | 'anomaly';
+/** pending: to be posted (or retried); delivered: a POST was answered 2xx; none: the budget has no webhook. */
+export type Delivery = 'pending' | 'delivered' | 'none';
+
 export interface BudgetEvent {
   id: string;
   budgetId: string;
   orgId: string;
+  kind: AlertKind;
+  /** The customer the alert is about ('' for the org, or a model's anomaly). */
   customerId: string;
+  /** The model an anomaly is about ('' otherwise). */
+  modelId: string;
   /** YYYY-MM (UTC). */
   month: string;
+  /** YYYY-MM-DD (UTC) of an anomaly's day ('' otherwise). */
+  day: string;
+  /** The percentage crossed (a threshold; 100 for a projection; the factor for an anomaly). */
   threshold: number;
+  /** Spent this month (an anomaly: that day). */
   spentUsd: string;
   budgetUsd: string;
+  /** The kind's own figures, decimal strings: projectedUsd and crossesOn; baselineUsd. */
+  detail: Record<string, string | null>;
   createdAt: number;
+  /** POSTs made so far (0 with no webhook). */
   attempts: number;
   nextAttemptAt: number;
   deliveredAt: number | null;
+  delivery: Delivery;
   lastError: string | null;
 }
+
+/** What a check records: the key and the figures of an alert. */
+export type NewAlert = Pick<BudgetEvent, 'budgetId' | 'orgId' | 'customerId' | 'month' | 'threshold' | 'spentUsd' | 'budgetUsd'> &
+  Partial<Pick<BudgetEvent, 'kind' | 'modelId' | 'day' | 'detail'>>;
 
 /** A claimed alert, with where and how to send it. */
 export interface DueEvent extends BudgetEvent {
@@ -72,9 +99,20 @@ interface BudgetRow {
 
 const BUDGET_SELECT = `SELECT id, org_id AS "orgId", customer_id AS "customerId", monthly_usd AS "monthlyUsd", alert_at AS "alertAt",
   webhook_url AS "webhookUrl", created_at AS "createdAt" FROM budgets`;
-const EVENT_COLUMNS = `e.id AS id, e.budget_id AS "budgetId", e.org_id AS "orgId", e.customer_id AS "customerId", e.month AS month,
-  e.threshold AS threshold, e.spent_usd AS "spentUsd", e.budget_usd AS "budgetUsd", e.created_at AS "createdAt", e.attempts AS attempts,
-  e.next_attempt_at AS "nextAttemptAt", e.delivered_at AS "deliveredAt", e.last_error AS "lastError"`;
+const EVENT_COLUMNS = `e.id AS id, e.budget_id AS "budgetId", e.org_id AS "orgId", e.kind AS kind, e.customer_id AS "customerId",
+  e.model_id AS "modelId", e.month AS month, e.day AS day, e.threshold AS threshold, e.spent_usd AS "spentUsd", e.budget_usd AS "budgetUsd",
+  e.detail AS detail, e.created_at AS "createdAt", e.attempts AS attempts, e.next_attempt_at AS "nextAttemptAt", e.delivered_at AS "deliveredAt",
+  e.delivery AS delivery, e.last_error AS "lastError"`;
+
+/**
+ * The control-store tables that name a customer, and the column that does:
+ * an erasure of a customer deletes their rows (test/integration/erasure.test.ts
+ * fails when a table with a customer column is missing here).
+ */
+export const CUSTOMER_TABLES: readonly { table: string; column: string }[] = [
+  { table: 'budget_events', column: 'customer_id' },
+  { table: 'budgets', column: 'customer_id' },
+];
 
 const toBudget = (r: BudgetRow): BudgetRecord => ({
   ...r,
@@ -87,6 +125,7 @@ const toBudget = (r: BudgetRow): BudgetRecord => ({
 
 const toEvent = <T extends BudgetEvent>(r: T): T => ({
   ...r,
+  detail: typeof r.detail === 'string' ? (JSON.parse(r.detail) as BudgetEvent['detail']) : r.detail,
   threshold: Number(r.threshold),
   createdAt: Number(r.createdAt),
   attempts: Number(r.attempts),
@@ -97,6 +136,24 @@ const toEvent = <T extends BudgetEvent>(r: T): T => ({
 /** The stable id of the alert of (budget, customer, month, threshold). */
 export function budgetEventId(budgetId: string, customerId: string, month: string, threshold: number): string {
   return `bev_${createHash('sha256').update(`${budgetId}\u0000${customerId}\u0000${month}\u0000${threshold}`).digest('hex').slice(0, 32)}`;
+}
+
+/** The stable id of any alert: a threshold's as before this kind of key existed, the others' from their whole key. */
+export function alertId(a: NewAlert): string {
+  const kind = a.kind ?? 'threshold';
+  if (kind === 'threshold') return budgetEventId(a.budgetId, a.customerId, a.month, a.threshold);
+  const key = [kind, a.budgetId, a.customerId, a.modelId ?? '', a.month, a.day ?? '', a.threshold].join('\u0000');
+  return `bev_${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * The budget that governs a customer: its own, else the every-customer
+ * budget ('' asks for the org's own). One rule for alerts, the API and the console.
+ */
+export function governing(budgets: readonly BudgetRecord[], orgId: string, customerId: string): BudgetRecord | undefined {
+  const of = budgets.filter((b) => b.orgId === orgId);
+  if (customerId === '') return of.find((b) => b.customerId === '');
+  return of.find((b) => b.customerId === customerId) ?? of.find((b) => b.customerId === ALL_CUSTOMERS);
 }
 
 /** Alert percentages from "50,80,100": whole numbers 1..1000, ascending, no repeats. */
@@ -192,13 +249,28 @@ export class Budgets {
   }
 
   /** Records an alert; false when it exists already (another replica, an earlier check). */
-  async record(e: Omit<BudgetEvent, 'id' | 'createdAt' | 'attempts' | 'nextAttemptAt' | 'deliveredAt' | 'lastError'>, now = Date.now()): Promise<boolean> {
-    const id = budgetEventId(e.budgetId, e.customerId, e.month, e.threshold);
+  async record(e: NewAlert, now = Date.now()): Promise<boolean> {
+    const id = alertId(e);
     try {
       const rows = await this.driver.all<{ id: string }>(
-        'INSERT INTO budget_events (id, budget_id, org_id, customer_id, month, threshold, spent_usd, budget_usd, created_at, attempts, next_attempt_at) ' +
-          'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING RETURNING id',
-        [id, e.budgetId, e.orgId, e.customerId, e.month, e.threshold, e.spentUsd, e.budgetUsd, now, now],
+        'INSERT INTO budget_events (id, budget_id, org_id, kind, customer_id, model_id, month, day, threshold, spent_usd, budget_usd, detail, ' +
+          'created_at, attempts, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING RETURNING id',
+        [
+          id,
+          e.budgetId,
+          e.orgId,
+          e.kind ?? 'threshold',
+          e.customerId,
+          e.modelId ?? '',
+          e.month,
+          e.day ?? '',
+          e.threshold,
+          e.spentUsd,
+          e.budgetUsd,
+          JSON.stringify(e.detail ?? {}),
+          now,
+          now,
+        ],
       );
       return rows.length > 0;
     } catch (err) {
@@ -225,7 +297,7 @@ export class Budgets {
    * lock lets one update win; the other's condition no longer holds.
    */
   async claim(owner: string, leaseMs: number, now = Date.now()): Promise<DueEvent | undefined> {
-    const free = 'delivered_at IS NULL AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)';
+    const free = "delivery = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)";
     const [won] = await this.driver.all<{ id: string }>(
       'UPDATE budget_events SET claimed_by = ?, claimed_until = ? ' +
         `WHERE id = (SELECT id FROM budget_events WHERE ${free} ORDER BY created_at, id LIMIT 1) AND ${free} RETURNING id`,
@@ -253,11 +325,35 @@ export class Budgets {
     return sealWebhookSecrets(this.driver, this.secrets);
   }
 
+  /** A POST answered 2xx: counted as an attempt, and done. */
   async delivered(id: string, owner: string, now = Date.now()): Promise<void> {
     await this.driver.all(
-      'UPDATE budget_events SET delivered_at = ?, claimed_by = NULL, claimed_until = NULL, last_error = NULL WHERE id = ? AND claimed_by = ?',
+      "UPDATE budget_events SET delivery = 'delivered', attempts = attempts + 1, delivered_at = ?, claimed_by = NULL, claimed_until = NULL, " +
+        'last_error = NULL WHERE id = ? AND claimed_by = ?',
       [now, id, owner],
     );
+  }
+
+  /** No webhook to post to (or the budget is gone): recorded, shown by `budgets events`, never posted. */
+  async undeliverable(id: string, owner: string): Promise<void> {
+    await this.driver.all("UPDATE budget_events SET delivery = 'none', claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?", [id, owner]);
+  }
+
+  /**
+   * Erases what names a customer of an org: its alerts (their figures and
+   * delivery records) and its own budget. Returns the rows removed (or, dry,
+   * that would be).
+   */
+  async eraseCustomer(orgId: string, customerId: string, dryRun: boolean): Promise<{ budgetRows: number }> {
+    let n = 0;
+    for (const t of CUSTOMER_TABLES) {
+      const where = `org_id = ? AND ${t.column} = ?`;
+      const rows = dryRun
+        ? await this.driver.all<{ n: number }>(`SELECT count(*) AS n FROM ${t.table} WHERE ${where}`, [orgId, customerId])
+        : (await this.driver.all<{ id: string }>(`DELETE FROM ${t.table} WHERE ${where} RETURNING id`, [orgId, customerId])).map(() => ({ n: 1 }));
+      n += rows.reduce((a, r) => a + Number(r.n), 0);
+    }
+    return { budgetRows: n };
   }
 
   async failed(id: string, owner: string, error: string, nextAttemptAt: number): Promise<void> {

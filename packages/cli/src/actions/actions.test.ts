@@ -220,13 +220,37 @@ describe('usage as a table', () => {
     expect((await cli('orgs', 'create', 'acme')).code).toBe(0);
     const ctx = createContext(loadConfig(env));
     const org = await (await ctx.keys()).getOrg('acme');
+    // A customer id as long as the contract allows (128 code points), on one span with every token bucket.
+    const longId = `customer-${'x'.repeat(119)}`;
     const rows = payloadToRows(
       {
         version: 'v1',
-        traces: [{ traceId: 't', spans: [{ spanId: 's', spanType: 'llm', name: 'n', startTime: Date.UTC(2026, 0, 5), endTime: Date.UTC(2026, 0, 5) + 10 }] }],
+        traces: [
+          {
+            traceId: 't',
+            customer: { id: longId },
+            spans: [
+              {
+                spanId: 's',
+                spanType: 'llm',
+                name: 'n',
+                startTime: Date.UTC(2026, 0, 5),
+                endTime: Date.UTC(2026, 0, 5) + 10,
+                modelId: 'some-model-nobody-prices-with-a-long-name-2026-01-05',
+                usage: {
+                  inputTokens: 123_456_789,
+                  cachedInputTokens: 23_456_789,
+                  cacheWriteInputTokens: 3_456_789,
+                  outputTokens: 456_789,
+                  reasoningTokens: 56_789,
+                },
+              },
+            ],
+          },
+        ],
       },
       { orgId: org!.id, keyPrefix: 'k', receivedAt: 1 },
-      () => UNPRICED,
+      () => ({ ...UNPRICED, input_cost: '1234.567890123456789', total_cost: '1234.567890123456789', priced: true }),
     );
     await (await ctx.spans()).insertLines(Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows.length);
     await ctx.close();
@@ -236,13 +260,32 @@ describe('usage as a table', () => {
       'acme by model, spans that started 2025-12-01 to 2025-12-31 (UTC)\n' +
         "no spans in this range; the org's 1 span(s) started from 2026-01-05 to 2026-01-05 (give --from/--to or --month)",
     );
-    const full = await cli('usage', '--org', 'acme', '--month', '2026-01');
-    const columns =
-      full.out
+    const header = (text: string) =>
+      text
         .split('\n')
         .find((l) => l.includes('group'))
         ?.match(/[a-z_]+/g) ?? [];
-    expect(columns.slice(0, 6)).toEqual(['group', 'spans', 'unpriced_spans', 'input_tokens', 'cached_input_tokens', 'cache_write_input_tokens']);
+    // By default: the group and its cost first, then its spans, within 100 columns whatever the group's length.
+    for (const by of ['model', 'customer', 'trace']) {
+      const full = await cli('usage', '--org', 'acme', '--month', '2026-01', '--by', by);
+      expect(header(full.out), by).toEqual(['group', 'total_cost', 'spans']);
+      for (const line of full.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(100);
+      expect(full.out).toContain('1234.567890123456789');
+      expect(full.out).toContain('tokens and cost per bucket: --wide');
+    }
+    // The whole group is there, wrapped in its column.
+    const byCustomer = await cli('usage', '--org', 'acme', '--month', '2026-01', '--by', 'customer');
+    const firstColumn = byCustomer.out
+      .split('\n')
+      .filter((l) => l.startsWith('│'))
+      .map((l) => l.split('│')[1]?.trim() ?? '')
+      .join('');
+    expect(firstColumn).toContain(longId);
+    // The rest behind --wide (the CSV's names and order).
+    const wide = await cli('usage', '--org', 'acme', '--month', '2026-01', '--wide');
+    const columns = header(wide.out);
+    expect(columns.slice(0, 6)).toEqual(['group', 'total_cost', 'spans', 'unpriced_spans', 'input_tokens', 'cached_input_tokens']);
+    expect(columns).toContain('reasoning_cost');
     const csv = await cli('usage', '--org', 'acme', '--month', '2026-01', '--csv');
     for (const col of columns) expect(csv.out.split('\n')[0]?.split(',')).toContain(col);
   });

@@ -1,5 +1,14 @@
 import { UsageError } from '@trace-ingest/shared/errors';
-import { ALL_CUSTOMERS, DEFAULT_ALERT_AT, openBudgets, parseAlertAt, type BudgetEvent, type BudgetRecord, type Budgets } from '@trace-ingest/store/budgets';
+import {
+  ALL_CUSTOMERS,
+  DEFAULT_ALERT_AT,
+  openBudgets,
+  parseAlertAt,
+  type AlertKind,
+  type BudgetEvent,
+  type BudgetRecord,
+  type Budgets,
+} from '@trace-ingest/store/budgets';
 import { secretBoxFor } from '@trace-ingest/store/secret-box';
 import type { CliContext } from '../context.js';
 
@@ -15,19 +24,29 @@ export interface BudgetListing {
 export interface BudgetEventListing {
   id: string;
   org: string;
+  /** threshold (crossed), projected (to exceed the budget this month), anomaly (a day's spend far above its baseline). */
+  kind: AlertKind;
   customer: string;
+  /** The model of a model's anomaly ('' otherwise). */
+  model: string;
   month: string;
+  /** The day of an anomaly ('' otherwise). */
+  day: string;
   threshold: number;
   spentUsd: string;
   budgetUsd: string;
+  /** A projection's projectedUsd and crossesOn, an anomaly's baselineUsd. */
+  detail: Record<string, string | null>;
   createdAt: string;
+  /** When a POST was answered 2xx; '' without a webhook; pending (none yet) or retrying (POSTs failed). */
   delivered: string;
+  /** POSTs made. */
   attempts: number;
   lastError: string;
 }
 
 /** The key store is opened first: its migrations create the budgets' tables. */
-async function withBudgets<T>(ctx: CliContext, fn: (b: Budgets) => Promise<T>): Promise<T> {
+export async function withBudgets<T>(ctx: CliContext, fn: (b: Budgets) => Promise<T>): Promise<T> {
   await ctx.keys();
   const budgets = await openBudgets({ sqliteFile: ctx.config.sqliteFile, databaseUrl: ctx.config.DATABASE_URL, secrets: secretBoxFor(ctx.config) });
   await budgets.start();
@@ -128,16 +147,26 @@ export async function budgetEvents(ctx: CliContext, input: { org?: string | unde
     out.push({
       id: e.id,
       org: names.get(e.orgId) ?? e.orgId,
-      customer: scopeText(e.customerId),
+      kind: e.kind,
+      customer: e.kind === 'anomaly' && e.customerId === '' ? '' : scopeText(e.customerId),
+      model: e.modelId,
       month: e.month,
+      day: e.day,
       threshold: e.threshold,
       spentUsd: e.spentUsd,
       budgetUsd: e.budgetUsd,
+      detail: e.detail,
       createdAt: new Date(e.createdAt).toISOString(),
-      delivered: e.deliveredAt === null ? (e.attempts === 0 ? 'pending' : 'retrying') : new Date(e.deliveredAt).toISOString(),
+      delivered: deliveredText(e),
       attempts: e.attempts,
       lastError: e.lastError ?? '',
     });
   }
   return out;
+}
+
+function deliveredText(e: BudgetEvent): string {
+  if (e.delivery === 'none') return '';
+  if (e.delivery === 'delivered' && e.deliveredAt !== null) return new Date(e.deliveredAt).toISOString();
+  return e.attempts === 0 ? 'pending' : 'retrying';
 }

@@ -5,6 +5,7 @@ import type { AuditEntry, Org } from '@trace-ingest/store/control-store-types';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import type { CliContext } from '../context.js';
 import { currentActor, openSpanAccess } from '../span-access.js';
+import { withBudgets } from './budgets.js';
 
 export { currentActor };
 
@@ -95,13 +96,17 @@ export interface EraseInput {
 /**
  * Erases a customer's, trace's or session's data and records it: through the
  * running server when there is one (it writes the audit entry, and forgets
- * what it holds of the customer), else on the store the CLI opens.
+ * what it holds of the customer), else on the store the CLI opens. A
+ * customer's erasure also reaches the control store: its alerts (figures and
+ * delivery records) and its own budget, after its spans, so no budget check
+ * finds them again afterwards.
  */
-export async function erase(ctx: CliContext, input: EraseInput): Promise<EraseCounts & { dryRun: boolean; org: string }> {
+export async function erase(ctx: CliContext, input: EraseInput): Promise<EraseCounts & { budgetRows: number; dryRun: boolean; org: string }> {
   const org = await requireOrg(ctx, input.org);
   const access = await openSpanAccess(ctx, { preferServer: true });
   const counts = await access.erase(org.id, { kind: input.kind, id: input.id }, input.dryRun, input.actor ?? currentActor());
-  return { ...counts, dryRun: input.dryRun, org: org.name };
+  const control = input.kind === 'customer' ? await withBudgets(ctx, (b) => b.eraseCustomer(org.id, input.id, input.dryRun)) : { budgetRows: 0 };
+  return { ...counts, ...control, dryRun: input.dryRun, org: org.name };
 }
 
 export interface AuditRow {

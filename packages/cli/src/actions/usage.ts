@@ -2,8 +2,12 @@ import { UsageError } from '@trace-ingest/shared/errors';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import { usageTotals, type GroupBy, type RepriceResult, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
+import { parseDecimal } from '@trace-ingest/shared/decimal';
+import { governing } from '@trace-ingest/store/budgets';
+import { forecastReport, spendFromJson, type ForecastReport } from '@trace-ingest/store/forecast';
 import type { CliContext } from '../context.js';
 import { openSpanAccess } from '../span-access.js';
+import { withBudgets } from './budgets.js';
 import { parseDate } from './prices.js';
 
 export interface Window {
@@ -60,6 +64,26 @@ export async function usageInWindow(
   // Cut short, the rows do not add up to the total: the days do (a year at most 366 rows, from the rollups).
   const total = usageTotals(truncated ? await access.usage({ ...filter, by: 'day' }) : rows);
   return { rows, total, truncated, window, orgId: id };
+}
+
+/** Whether a window is the current UTC month, the one a month-end forecast speaks of. */
+export function isThisMonth(w: { from: number; to: number }, now = Date.now()): boolean {
+  const d = new Date(now);
+  return w.from === Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1) && w.to === Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+}
+
+/**
+ * The org's month-end forecast and each customer's (store/forecast.ts), with
+ * the day each budget is projected to be reached: the same figures as
+ * GET /v1/budget and the console.
+ */
+export async function usageForecast(ctx: CliContext, orgId: string, now = Date.now()): Promise<ForecastReport> {
+  const { spend, history } = spendFromJson(await (await openSpanAccess(ctx)).forecastInputs(orgId, now));
+  const budgets = await withBudgets(ctx, (b) => b.list(orgId));
+  return forecastReport(spend, history, (customer) => {
+    const b = governing(budgets, orgId, customer);
+    return b === undefined ? undefined : parseDecimal(b.monthlyUsd);
+  });
 }
 
 /** For an empty range: where the org's spans are, if it has any (by start time, as reports count them). */

@@ -116,7 +116,7 @@ export function registerBudgets(program: Command, run: Runner): void {
       }),
     );
   b.command('events')
-    .description('alerts recorded, newest first, and whether their webhook got them')
+    .description('alerts recorded (thresholds crossed, projected to exceed, spend anomalies), newest first, and whether their webhook got them')
     .option('--org <org>', 'only this org')
     .option('--limit <n>', 'at most n alerts', '100')
     .option('--json', 'print JSON')
@@ -129,7 +129,12 @@ export function registerBudgets(program: Command, run: Runner): void {
         const rows = await budgetEvents(ctx, o);
         if (o.json === true) printJson(out, rows);
         else if (rows.length === 0) out.out('no alerts yet');
-        else printTable(out, rows, ['createdAt', 'org', 'customer', 'month', 'threshold', 'spentUsd', 'budgetUsd', 'delivered', 'attempts', 'id']);
+        else
+          printTable(
+            out,
+            rows.map((r) => ({ ...r, subject: r.model === '' ? r.customer : `model ${r.model}`, when: r.day === '' ? r.month : r.day })),
+            ['createdAt', 'org', 'kind', 'subject', 'when', 'threshold', 'spentUsd', 'budgetUsd', 'delivered', 'attempts', 'id'],
+          );
       }),
     );
 }

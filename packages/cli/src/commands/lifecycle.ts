@@ -71,7 +71,10 @@ export function registerLifecycle(program: Command, orgs: Command, run: Runner):
 
   program
     .command('erase')
-    .description("erase a customer's, trace's or session's spans from the span store, its rollups and trace table (recorded in the audit log)")
+    .description(
+      "erase a customer's, trace's or session's spans from the span store, its rollups and trace table, and a customer's budget and alerts " +
+        '(recorded in the audit log)',
+    )
     .requiredOption('--org <org>', 'org name or id')
     .option('--customer <id>', 'every span of this customer')
     .option('--trace <id>', 'every span of this trace')
@@ -100,7 +103,8 @@ export function registerLifecycle(program: Command, orgs: Command, run: Runner):
         const r = await erase(ctx, { org: o.org, kind, id, dryRun: o.dryRun === true });
         if (o.json === true) printJson(out, r);
         else {
-          const what = `${r.spans} spans in ${r.traces} traces and ${r.rollupRows} rollup rows of ${kind} ${id} (org ${r.org})`;
+          const budgets = kind === 'customer' ? `, ${r.budgetRows} budget rows (alerts, its own budget)` : '';
+          const what = `${r.spans} spans in ${r.traces} traces, ${r.rollupRows} rollup rows${budgets} of ${kind} ${id} (org ${r.org})`;
           out.out(r.dryRun ? `would erase ${what}; run again without --dry-run to erase` : `erased ${what}; recorded in the audit log`);
         }
       }),

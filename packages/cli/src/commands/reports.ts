@@ -3,20 +3,23 @@ import { z } from 'zod';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS } from '@trace-ingest/store/reports';
+import { parseDecimal } from '@trace-ingest/shared/decimal';
 import { exportSpans } from '../actions/export.js';
-import { repriceSpans, sql, usageInWindow, whereSpansAre } from '../actions/usage.js';
+import { isThisMonth, repriceSpans, sql, usageForecast, usageInWindow, whereSpansAre } from '../actions/usage.js';
 import { REPRICE_DUCKDB_MEMORY } from '../context.js';
 import type { Runner } from '../runner.js';
 import { parseOptions } from '../options.js';
-import { printJson, printTable, progressBar, type Output } from '../output.js';
+import { printFittedTable, printJson, printTable, progressBar, type Output } from '../output.js';
+import type { ForecastReport } from '@trace-ingest/store/forecast';
 
 export function printCsv(out: Output, rows: readonly Record<string, unknown>[]): void {
   if (rows.length > 0) out.out(toCsv(rows));
 }
 
-/** The columns `usage` prints as a table, named as in its CSV. */
-const TABLE_COLUMNS = [
+/** The columns `usage --wide` prints as a table, named as in its CSV; by default the group, its cost and its spans. */
+const WIDE_COLUMNS = [
   'group',
+  'total_cost',
   'spans',
   'unpriced_spans',
   'input_tokens',
@@ -29,8 +32,37 @@ const TABLE_COLUMNS = [
   'cache_write_input_cost',
   'output_cost',
   'reasoning_cost',
-  'total_cost',
 ];
+
+/** The forecast's lines under the table: where the month will end, how far off that was before, the org's budget. */
+function forecastLines(f: ForecastReport): string[] {
+  const o = f.org;
+  const out =
+    o === null
+      ? [`projected ${f.month} month-end: not yet (no spend in the last 14 complete days)`]
+      : [
+          `projected ${f.month} month-end: ${o.projectedUsd} USD at a daily run rate of ${o.dailyRateUsd} USD`,
+          o.errorPct === null
+            ? '(no past month with spend to measure this projection against)'
+            : `(on the last ${o.errorMonths} month(s), made on this day of the month, it was off by ${o.errorPct}% on average)`,
+        ];
+  if (f.budgetUsd !== null) {
+    const when =
+      parseDecimal(f.spentUsd) >= parseDecimal(f.budgetUsd)
+        ? 'already reached'
+        : o?.crossesOn == null
+          ? 'not projected to be reached this month'
+          : `projected to be reached on ${o.crossesOn}`;
+    out.push(`budget ${f.budgetUsd} USD, ${f.spentUsd} spent: ${when}`);
+  }
+  return out;
+}
+
+/** A customer's projected month-end in the table: the TOTAL row shows the org's. */
+function projectedOf(f: ForecastReport, group: string): string {
+  if (group === 'TOTAL') return f.org?.projectedUsd ?? '';
+  return f.customers[group]?.projectedUsd ?? '';
+}
 
 function rangeText(w: { from: number; to: number }): string {
   const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
@@ -48,7 +80,7 @@ export function registerReports(program: Command, run: Runner): void {
         'Spans count in the range by their start time (UTC); the quota counts them by the month they were received.',
         '',
         'Examples:',
-        '  trace-ingest usage --org acme                          this month, by model',
+        '  trace-ingest usage --org acme                          this month, by model, and where the month will end',
         '  trace-ingest usage --org acme --month 2026-10 --by customer --csv > october.csv',
         '  trace-ingest usage --org acme --from 2026-11-01 --to 2026-11-15 --by day',
         '',
@@ -62,6 +94,7 @@ export function registerReports(program: Command, run: Runner): void {
     .option('--by <group>', `one of ${Object.keys(GROUPS).join(', ')}`, 'model')
     .option('--customer <id>', 'only this customer')
     .option('--limit <n>', 'the n groups of the largest cost (the total still counts every group)', '1000')
+    .option('--wide', 'every token and cost column (the default table shows the group, its cost and spans, within 100 columns)')
     .option('--json', 'print JSON')
     .option('--csv', 'print CSV')
     .action((raw: Record<string, unknown>) =>
@@ -75,6 +108,7 @@ export function registerReports(program: Command, run: Runner): void {
             by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]),
             customer: z.string().optional(),
             limit: z.coerce.number().int().min(1).max(100_000),
+            wide: z.boolean().optional(),
             json: z.boolean().optional(),
             csv: z.boolean().optional(),
           }),
@@ -82,7 +116,9 @@ export function registerReports(program: Command, run: Runner): void {
         );
         if (o.json === true && o.csv === true) throw new UsageError('give --json or --csv, not both');
         const { rows, total, truncated, window, orgId } = await usageInWindow(ctx, o);
-        if (o.json === true) printJson(out, { rows, total });
+        // This month's: where it will end, the org's and each customer's (not for one customer's report, nor in CSV).
+        const forecast = o.csv !== true && o.customer === undefined && isThisMonth(window) ? await usageForecast(ctx, orgId) : undefined;
+        if (o.json === true) printJson(out, { rows, total, ...(forecast === undefined ? {} : { forecast }) });
         else if (o.csv === true) printCsv(out, [...rows, total].map(usageCsvRow));
         else {
           out.out(`${o.org} by ${o.by}, spans that started ${rangeText(window)} (UTC)`);
@@ -92,10 +128,19 @@ export function registerReports(program: Command, run: Runner): void {
           }
           // The CSV's own column names (a subset: the per-unit costs only when some row has one).
           // Spans without the dimension (no model, no customer) are '(none)', as in the console.
-          const csv = [...rows, total].map(usageCsvRow).map((r) => (r.group === '' ? { ...r, group: '(none)' } : r));
+          const projected = o.by === 'customer' && forecast !== undefined;
+          const csv = [...rows, total].map((r): Record<string, string | number> => ({
+            ...usageCsvRow(r),
+            group: r.group === '' ? '(none)' : r.group,
+            ...(projected ? { projected_usd: projectedOf(forecast, r.group) } : {}),
+          }));
           const units = ['image_cost', 'web_search_cost', 'request_cost'].filter((c) => csv.some((r) => r[c] !== '0'));
-          printTable(out, csv, [...TABLE_COLUMNS.slice(0, -1), ...units, 'total_cost']);
+          const extra = projected ? ['projected_usd'] : [];
+          if (o.wide === true) printTable(out, csv, [...WIDE_COLUMNS, ...units, ...extra]);
+          else printFittedTable(out, csv, ['group', 'total_cost', ...extra, 'spans', ...(total.unpricedSpans > 0 ? ['unpriced_spans'] : [])]);
           if (truncated) out.out(`the ${o.limit} ${o.by} groups of the largest cost; TOTAL counts them all (--limit shows more)`);
+          for (const line of forecast === undefined ? [] : forecastLines(forecast)) out.out(line);
+          if (o.wide !== true) out.out('tokens and cost per bucket: --wide (or --json, --csv)');
         }
       }),
     );

@@ -127,6 +127,7 @@ export const budgets = pgTable(
   (t) => [uniqueIndex('budgets_scope_idx').on(t.orgId, t.customerId)],
 );
 
+/** As in the SQLite schema: one alert per key, delivered through a lease. */
 export const budgetEvents = pgTable(
   'budget_events',
   {
@@ -134,7 +135,10 @@ export const budgetEvents = pgTable(
     budgetId: text('budget_id').notNull(),
     orgId: text('org_id').notNull(),
     customerId: text('customer_id').notNull(),
+    kind: text('kind').notNull().default('threshold'),
+    modelId: text('model_id').notNull().default(''),
     month: text('month').notNull(),
+    day: text('day').notNull().default(''),
     threshold: integer('threshold').notNull(),
     spentUsd: text('spent_usd').notNull(),
     budgetUsd: text('budget_usd').notNull(),
@@ -145,10 +149,12 @@ export const budgetEvents = pgTable(
     claimedUntil: int64('claimed_until'),
     deliveredAt: int64('delivered_at'),
     lastError: text('last_error'),
+    delivery: text('delivery').notNull().default('pending'),
+    detail: text('detail').notNull().default('{}'),
   },
   (t) => [
-    uniqueIndex('budget_events_key_idx').on(t.budgetId, t.customerId, t.month, t.threshold),
-    index('budget_events_due_idx').on(t.deliveredAt, t.nextAttemptAt),
+    uniqueIndex('budget_events_key_idx').on(t.budgetId, t.kind, t.customerId, t.modelId, t.month, t.day, t.threshold),
+    index('budget_events_due_idx').on(t.delivery, t.nextAttemptAt),
   ],
 );
 

@@ -126,7 +126,11 @@ export const budgets = sqliteTable(
   (t) => [uniqueIndex('budgets_scope_idx').on(t.orgId, t.customerId)],
 );
 
-/** One alert per (budget, customer, threshold, month), whatever the number of replicas; delivered through a lease. */
+/**
+ * One alert per key, whatever the number of replicas: a threshold crossed (budget, customer, month, threshold), a
+ * month-end projected over the budget (once a month), a day's spend far above its baseline (customer or model, once a
+ * day). Delivered through a lease: `delivery` is pending, delivered (a POST answered 2xx) or none (no webhook).
+ */
 export const budgetEvents = sqliteTable(
   'budget_events',
   {
@@ -134,7 +138,10 @@ export const budgetEvents = sqliteTable(
     budgetId: text('budget_id').notNull(),
     orgId: text('org_id').notNull(),
     customerId: text('customer_id').notNull(),
+    kind: text('kind').notNull().default('threshold'),
+    modelId: text('model_id').notNull().default(''),
     month: text('month').notNull(),
+    day: text('day').notNull().default(''),
     threshold: integer('threshold').notNull(),
     spentUsd: text('spent_usd').notNull(),
     budgetUsd: text('budget_usd').notNull(),
@@ -145,10 +152,13 @@ export const budgetEvents = sqliteTable(
     claimedUntil: integer('claimed_until'),
     deliveredAt: integer('delivered_at'),
     lastError: text('last_error'),
+    delivery: text('delivery').notNull().default('pending'),
+    /** Figures of the alert's kind (projection, baseline), as JSON with decimal strings; never a customer id. */
+    detail: text('detail').notNull().default('{}'),
   },
   (t) => [
-    uniqueIndex('budget_events_key_idx').on(t.budgetId, t.customerId, t.month, t.threshold),
-    index('budget_events_due_idx').on(t.deliveredAt, t.nextAttemptAt),
+    uniqueIndex('budget_events_key_idx').on(t.budgetId, t.kind, t.customerId, t.modelId, t.month, t.day, t.threshold),
+    index('budget_events_due_idx').on(t.delivery, t.nextAttemptAt),
   ],
 );
 
