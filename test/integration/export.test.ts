@@ -9,11 +9,15 @@ import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } fro
 import { loadConfig } from '@trace-ingest/shared/config';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { encodeRow, payloadToRows, SPAN_COLUMNS, type SpanCosts } from '@trace-ingest/shared/rows';
+import type { Span } from '@trace-ingest/shared/schema';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { exportSpans } from '@trace-ingest/cli/actions/export';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
-import { exportLines, exportQuery, exportWriter, writeExport } from '@trace-ingest/store/export';
+import { exportLines, exportQuery, exportWriter, focusWriter, writeExport } from '@trace-ingest/store/export';
+import { focusLines, focusRecords } from '@trace-ingest/store/focus';
+import { createPricing } from '@trace-ingest/store/pricing';
+import { usage } from '@trace-ingest/cli/actions/usage';
 import { makePayload, makeSpan, makeTrace } from '../factories.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
@@ -148,6 +152,221 @@ describe("export of an org's spans (DuckDB, through the running server)", () => 
   }, 180_000);
 });
 
+/**
+ * FOCUS 1.2 (FinOps-Open-Cost-and-Usage-Spec/FOCUS_Spec at tag v1.2,
+ * specification/columns/*.md): every Mandatory column with its data type and
+ * whether it allows nulls, and the Conditional columns whose condition holds
+ * here (usage priced from published unit prices), which must not be null on
+ * a "Usage" row.
+ */
+const FOCUS_MANDATORY: Record<string, ['String' | 'Decimal' | 'Date/Time', boolean]> = {
+  BilledCost: ['Decimal', false],
+  BillingAccountId: ['String', false],
+  BillingAccountName: ['String', true],
+  BillingCurrency: ['String', false],
+  BillingPeriodEnd: ['Date/Time', false],
+  BillingPeriodStart: ['Date/Time', false],
+  ChargeCategory: ['String', false],
+  ChargeClass: ['String', true],
+  ChargeDescription: ['String', true],
+  ChargePeriodEnd: ['Date/Time', false],
+  ChargePeriodStart: ['Date/Time', false],
+  ContractedCost: ['Decimal', false],
+  EffectiveCost: ['Decimal', false],
+  InvoiceIssuerName: ['String', false],
+  ListCost: ['Decimal', false],
+  PricingQuantity: ['Decimal', true],
+  PricingUnit: ['String', true],
+  ProviderName: ['String', false],
+  PublisherName: ['String', false],
+  ServiceCategory: ['String', false],
+  ServiceName: ['String', false],
+};
+const FOCUS_CONDITIONAL_ON_USAGE: Record<string, 'String' | 'Decimal' | 'JSON'> = {
+  ListUnitPrice: 'Decimal',
+  ContractedUnitPrice: 'Decimal',
+  ConsumedQuantity: 'Decimal',
+  ConsumedUnit: 'String',
+  PricingCategory: 'String',
+  SkuId: 'String',
+  SkuPriceId: 'String',
+  SkuMeter: 'String',
+};
+const NUMERIC = /^-?\d+(\.\d+)?$/;
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
+const PARQUET_TYPE = { String: 'VARCHAR', Decimal: 'DECIMAL(38,18)', 'Date/Time': 'TIMESTAMP WITH TIME ZONE', JSON: 'JSON' };
+
+/** A month of priced traffic: two customers in two workflows, two models over several buckets, an unpriced model, a long-context tier. */
+function chargeable(orgId: string, price: (span: Span, org: string) => SpanCosts) {
+  const traces = [];
+  for (let d = 0; d < 20; d++) {
+    const t0 = Date.parse('2026-10-03T10:00:00Z') + d * 86_400_000;
+    for (const [i, customer] of ['c-north', 'c-south', ''].entries())
+      traces.push(
+        makeTrace({
+          traceId: `tr-${d}-${i}`,
+          ...(customer === '' ? {} : { customer: { id: customer } }),
+          ...(i === 1 ? { workflowName: 'refunds', workflowRunId: `run-${d}` } : {}),
+          spans: [
+            makeSpan({
+              spanId: 'a',
+              startTime: t0,
+              endTime: t0 + 9,
+              provider: 'openai',
+              modelId: 'gpt-4o',
+              usage: { inputTokens: 1000 + d, cachedInputTokens: 300, outputTokens: 77 },
+            }),
+            makeSpan({ spanId: 'b', startTime: t0 + 10, endTime: t0 + 19, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 10, outputTokens: 5 } }),
+            makeSpan({
+              spanId: 'c',
+              startTime: t0 + 20,
+              endTime: t0 + 29,
+              provider: 'anthropic',
+              modelId: 'claude-sonnet-4-20250514',
+              // Every third day over 200k tokens of prompt: the long-context tier's unit prices, rows of their own.
+              usage: { inputTokens: d % 3 === 0 ? 250_000 : 3000, cacheWriteInputTokens: 500, outputTokens: 700 },
+            }),
+            makeSpan({ spanId: 'd', startTime: t0 + 30, endTime: t0 + 39, provider: 'openai', modelId: 'in-house-llm', usage: { inputTokens: 42 } }),
+          ],
+        }),
+      );
+  }
+  return payloadToRows(makePayload({ traces }), { orgId, keyPrefix: 'ti_x', receivedAt: Date.parse('2026-10-03T10:00:00Z') }, price);
+}
+
+async function duck<T = Record<string, unknown>>(sql: string): Promise<T[]> {
+  const db = await DuckDBInstance.create(':memory:');
+  const c = await db.connect();
+  try {
+    return (await c.runAndReadAll(sql)).getRowObjectsJson() as T[];
+  } finally {
+    c.closeSync();
+    db.closeSync();
+  }
+}
+
+describe('FOCUS chargeback export (DuckDB, through the running server)', () => {
+  let t: TestServer;
+  let ctx: CliContext;
+  let store: DuckDbSpanStore;
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-focus-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-focus-data-'));
+  beforeAll(async () => {
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
+    t = await startTestServer({}, { spanStore: store }, dir);
+    const { orgId } = await t.newKey('acme');
+    const pricing = await createPricing(t.keys, {});
+    const rows = chargeable(orgId, pricing.price);
+    await store.insertLines(Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows.length);
+    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await t?.close();
+    fs.rmSync(out, { recursive: true, force: true });
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("writes FOCUS 1.2's required columns of their types, CSV and Parquet; unit price times quantity is the cost; the costs are usage's", async () => {
+    const window = { org: 'acme', month: '2026-10' };
+    const csv = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'acme.csv') });
+    const rows = await duck<Record<string, string | null>>(`SELECT * FROM read_csv('${csv.file}', header = true, all_varchar = true)`);
+    expect(rows.length).toBe(csv.rows);
+    const header = fs.readFileSync(csv.file, 'utf8').split('\n')[0]?.split(',') ?? [];
+    for (const c of [...Object.keys(FOCUS_MANDATORY), ...Object.keys(FOCUS_CONDITIONAL_ON_USAGE), 'Tags']) expect(header, c).toContain(c);
+    // Columns of this product's own are prefixed x_, as the specification asks.
+    const focusNames = new Set([...Object.keys(FOCUS_MANDATORY), ...Object.keys(FOCUS_CONDITIONAL_ON_USAGE), 'Tags', 'ChargeFrequency', 'ServiceSubcategory']);
+    for (const c of header) expect(focusNames.has(c) || c.startsWith('x_'), c).toBe(true);
+
+    const dec = (v: string | null | undefined) => parseDecimal(v ?? 'NaN');
+    for (const r of rows) {
+      for (const [c, [type, nullable]] of Object.entries(FOCUS_MANDATORY)) {
+        const v = r[c];
+        if (v === null || v === undefined) {
+          expect(nullable, `${c} is null`).toBe(true);
+          continue;
+        }
+        if (type === 'Decimal') expect(v, c).toMatch(NUMERIC);
+        if (type === 'Date/Time') expect(v, c).toMatch(INSTANT);
+      }
+      expect(r.ChargeCategory).toBe('Usage');
+      expect(r.ChargeClass).toBeNull();
+      expect(r.BillingCurrency).toBe('USD');
+      expect(r.ServiceCategory).toBe('AI and Machine Learning');
+      for (const [c, type] of Object.entries(FOCUS_CONDITIONAL_ON_USAGE)) {
+        expect(r[c], c).not.toBeNull();
+        if (type === 'Decimal') expect(r[c], c).toMatch(NUMERIC);
+      }
+      // The product of unit price and quantity matches the cost (FOCUS: ListUnitPrice, ContractedUnitPrice), exactly.
+      expect(formatDecimal((dec(r.ListUnitPrice) * dec(r.PricingQuantity)) / 10n ** 18n), JSON.stringify(r)).toBe(formatDecimal(dec(r.ListCost)));
+      expect(formatDecimal((dec(r.ContractedUnitPrice) * dec(r.PricingQuantity)) / 10n ** 18n)).toBe(formatDecimal(dec(r.ContractedCost)));
+      expect([r.BilledCost, r.EffectiveCost, r.ContractedCost]).toEqual([r.ListCost, r.ListCost, r.ListCost]);
+      // A charge period is a UTC day of the billing period (the month).
+      expect(Date.parse(r.ChargePeriodEnd ?? '') - Date.parse(r.ChargePeriodStart ?? '')).toBe(86_400_000);
+      expect([r.BillingPeriodStart, r.BillingPeriodEnd]).toEqual(['2026-10-01T00:00:00Z', '2026-11-01T00:00:00Z']);
+      const tags = JSON.parse(r.Tags ?? '') as Record<string, unknown>;
+      for (const v of Object.values(tags)) expect(typeof v).toBe('string');
+      expect(tags.trace).toMatch(/^tr-/);
+    }
+    // The money adds up to `usage`, to the last of 18 decimals: in total, per customer (tag), per model (service), per bucket.
+    const sum = (xs: Record<string, string | null>[]) => formatDecimal(xs.reduce((a, r) => a + dec(r.BilledCost), 0n));
+    const byCustomer = await usage(ctx, { ...window, by: 'customer' });
+    const total = formatDecimal(byCustomer.reduce((a, r) => a + parseDecimal(r.costs.total_cost ?? '0'), 0n));
+    expect(sum(rows)).toBe(total);
+    for (const c of byCustomer)
+      expect(sum(rows.filter((r) => ((JSON.parse(r.Tags ?? '') as { customer?: string }).customer ?? '') === c.group)), c.group).toBe(c.costs.total_cost);
+    for (const m of await usage(ctx, { ...window, by: 'model' })) expect(sum(rows.filter((r) => r.ServiceName === m.group))).toBe(m.costs.total_cost);
+    expect(sum(rows.filter((r) => r.SkuId === 'anthropic/claude-sonnet-4-20250514/cache_write_input'))).not.toBe('0');
+    expect(rows.filter((r) => (JSON.parse(r.Tags ?? '') as { workflow?: string }).workflow === 'refunds').length).toBeGreaterThan(0);
+    // The long-context tier's price is its own row: two input unit prices for the same model.
+    expect(new Set(rows.filter((r) => r.SkuId === 'anthropic/claude-sonnet-4-20250514/input').map((r) => r.ListUnitPrice)).size).toBe(2);
+    // Tokens are priced per million, as providers list them; an unpriced model's usage is there, at 0.
+    expect(rows.find((r) => r.SkuId === 'openai/gpt-4o/input')).toMatchObject({ PricingUnit: '1000000 Tokens', ListUnitPrice: '2.5', ConsumedUnit: 'Tokens' });
+    expect(rows.find((r) => r.ServiceName === 'in-house-llm')).toMatchObject({ ListCost: '0', ListUnitPrice: '0', x_PriceSource: null });
+
+    const pq = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'acme.parquet') });
+    expect(pq.rows).toBe(csv.rows);
+    const types = Object.fromEntries(
+      (await duck<{ column_name: string; column_type: string }>(`DESCRIBE SELECT * FROM read_parquet('${pq.file}')`)).map((c) => [
+        c.column_name,
+        c.column_type,
+      ]),
+    );
+    for (const [c, [type]] of Object.entries(FOCUS_MANDATORY)) expect(types[c], c).toBe(PARQUET_TYPE[type]);
+    for (const [c, type] of Object.entries(FOCUS_CONDITIONAL_ON_USAGE)) expect(types[c], c).toBe(PARQUET_TYPE[type]);
+    expect(types.Tags).toBe('JSON');
+    const [back] = await duck<{ n: number; billed: string; nulls: number }>(
+      'SELECT count(*)::INTEGER AS n, CAST(sum(BilledCost) AS VARCHAR) AS billed, ' +
+        `count(*) FILTER (WHERE ListUnitPrice IS NULL OR ServiceName IS NULL)::INTEGER AS nulls FROM read_parquet('${pq.file}')`,
+    );
+    expect({ n: back?.n, billed: formatDecimal(parseDecimal(back?.billed ?? '0')), nulls: back?.nulls }).toEqual({ n: csv.rows, billed: total, nulls: 0 });
+    // No work files are left beside the outputs.
+    expect(fs.readdirSync(out).sort()).toEqual(['acme.csv', 'acme.parquet']);
+    await expect(exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'acme.xlsx') })).rejects.toThrow(/name it \.csv or \.parquet/);
+  });
+
+  it('prints no warning exporting a month of rows with each writer (no MaxListenersExceededWarning)', async () => {
+    const { orgId } = await t.newKey('busy');
+    // 24,000 rows: a dozen chunks of 2,000, each filling the file stream's buffer.
+    await store.insertLines(lines(orgId, 24_000, 'y'.repeat(300), 'bz'), 24_000);
+    for (const [format, file] of [
+      ['ndjson', 'busy.ndjson'],
+      ['focus', 'busy-focus.csv'],
+      ['focus', 'busy-focus.parquet'],
+    ] as const) {
+      const { stderr } = await run(
+        process.execPath,
+        [CLI, 'export', '--org', 'busy', '--month', '2026-10', '--format', format, '--out', path.join(out, file)],
+        {
+          env: { ...process.env, DATA_DIR: t.dir },
+          maxBuffer: 1 << 24,
+        },
+      );
+      expect(stderr, file).toBe('');
+    }
+  });
+});
+
 describe("export from ClickHouse, Parquet by DuckDB's writer", () => {
   it('writes the same columns and rows', async () => {
     const store = new ClickHouseSpanStore({ url: `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_export_${Date.now()}` });
@@ -162,5 +381,20 @@ describe("export from ClickHouse, Parquet by DuckDB's writer", () => {
     expect(await writeExport(exportLines(store.queryStream(sql, params)), exportWriter('parquet', file))).toBe(100);
     const back = await readParquet(file);
     expect(back).toEqual({ n: 100, total: '125.0000000000000001', columns: SPAN_COLUMNS.map(([n]) => n), text: 'a "quoted", multi\nline ✓ text' });
+
+    // FOCUS rows from ClickHouse, costs exact: the fixture's costs come without token counts, so no unit price
+    // makes them and each span's two buckets are rows of their own.
+    const focus = path.join(path.dirname(file), 'ch-focus.parquet');
+    const window = { orgId: 'org_ch', orgName: 'ch', from: Date.parse('2026-10-01'), to: Date.parse('2026-11-01') };
+    expect(await writeExport(focusLines(focusRecords(store, window)), focusWriter('parquet', focus))).toBe(200);
+    const [sums] = (
+      await (
+        await (await DuckDBInstance.create(':memory:')).connect()
+      ).runAndReadAll(
+        'SELECT CAST(sum(BilledCost) AS VARCHAR) AS billed, CAST(sum(PricingQuantity) AS VARCHAR) AS q, ' +
+          `count(DISTINCT Tags)::INTEGER AS traces FROM read_parquet('${focus}')`,
+      )
+    ).getRowObjectsJson();
+    expect({ ...sums, billed: formatDecimal(parseDecimal(String(sums?.billed))) }).toMatchObject({ billed: '125.0000000000000001', traces: 25 });
   });
 });

@@ -42,6 +42,16 @@ describe("the README's own path", () => {
     const month = new Date().toISOString().slice(0, 7);
     const [row] = await t.spans("SELECT count(*)::INT AS n FROM spans WHERE strftime(start_date, '%Y-%m') = ?", [month]);
     expect(row?.n).toBe(1);
+    // It ends with `usage`: the batch's cost, by model, in a table that fits 100 columns.
+    const last = block.trim().split('\n').at(-1) ?? '';
+    expect(last).toMatch(/^npx trace-ingest usage --org acme(\s|$)/);
+    const args = last
+      .replace(/\s+#.*$/, '')
+      .split(/\s+/)
+      .slice(2);
+    const { stdout: table } = await promisify(execFile)(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', DATA_DIR: t.dir } });
+    expect(table).toMatch(/│ gpt-4o +│ 0\.006 +│ 1 +│/);
+    for (const line of table.split('\n')) expect(line.length, line).toBeLessThanOrEqual(100);
   });
 
   it("sends examples/batch.json as the Docker section does: its span dated by the command's clock, so in that month", async () => {

@@ -16,9 +16,13 @@ export const stdio: Output = {
   progress: (t) => process.stderr.write(t),
 };
 
-/** A progress bar on stderr, redrawn in place: [#####-----] 52% 520,000 / 1,000,000 rows. */
+/** A progress bar on stderr, redrawn in place: [#####-----] 52% 520,000 / 1,000,000 rows (a count alone when the total is not known). */
 export function progressBar(o: Output, width = 30): (done: number, total: number) => void {
   return (done, total) => {
+    if (total === 0) {
+      o.progress?.(`\r${done.toLocaleString('en-US')} rows`);
+      return;
+    }
     const share = total === 0 ? 1 : Math.min(1, done / total);
     const filled = Math.round(share * width);
     const counts = `${done.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} rows`;

@@ -7,6 +7,7 @@ import type { EraseCounts, EraseTarget } from '@trace-ingest/shared/lifecycle';
 import { diskForecast, type DiskForecast } from '@trace-ingest/store/disk-forecast';
 import { exportCount, exportLines, exportRows, type ExportFilter } from '@trace-ingest/store/export';
 import { readForecastInputs, type SpendJson } from '@trace-ingest/store/forecast';
+import { focusLines, focusRecords, type FocusFilter } from '@trace-ingest/store/focus';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { reprice, usageReport, type RepriceFilter, type RepriceResult, type UsageFilter, type UsageRow } from '@trace-ingest/store/reports';
 import type { QueryRow } from '@trace-ingest/store/span-store';
@@ -22,6 +23,8 @@ export interface SpanAccess {
   reprice(f: RepriceFilter, actor?: string): Promise<RepriceResult>;
   /** An export's rows as canonical lines (chunks of bytes) as the store yields them, and how many there are. */
   exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }>;
+  /** An export's FOCUS chargeback rows as NDJSON chunks (their number is not known ahead: total 0). */
+  focusRows(f: FocusFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }>;
   /** Erases and, unless a dry run, records it in the audit log as `actor`'s. */
   erase(orgId: string, target: EraseTarget, dryRun: boolean, actor?: string): Promise<EraseCounts>;
   disk(): Promise<DiskForecast>;
@@ -97,6 +100,9 @@ class ServerAccess implements SpanAccess {
   exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
     return streamRows(this.socket, '/v1/export/rows', f);
   }
+  focusRows(f: FocusFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
+    return streamRows(this.socket, '/v1/export/focus', f);
+  }
   erase(orgId: string, target: EraseTarget, dryRun: boolean, actor = currentActor()): Promise<EraseCounts> {
     return request<EraseCounts>(this.socket, 'POST', '/v1/erase', { orgId, ...target, dryRun, actor });
   }
@@ -127,6 +133,9 @@ class DirectAccess implements SpanAccess {
   async exportRows(f: ExportFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
     const store = await this.ctx.spans();
     return { total: await exportCount(store, f), rows: exportLines(exportRows(store, f)) };
+  }
+  async focusRows(f: FocusFilter): Promise<{ total: number; rows: AsyncIterable<Buffer> }> {
+    return { total: 0, rows: focusLines(focusRecords(await this.ctx.spans(), f)) };
   }
   async erase(orgId: string, target: EraseTarget, dryRun: boolean, actor = currentActor()): Promise<EraseCounts> {
     const counts = await (await this.ctx.spans()).erase(orgId, target, dryRun);

@@ -10,6 +10,7 @@ import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { diskForecast } from '@trace-ingest/store/disk-forecast';
 import { readForecastInputs } from '@trace-ingest/store/forecast';
 import { exportCount, exportLines, exportRows } from '@trace-ingest/store/export';
+import { focusLines, focusRecords } from '@trace-ingest/store/focus';
 import { GROUPS, reprice, usageReport } from '@trace-ingest/store/reports';
 import { ReadOnlyQueryError, type SpanStore } from '@trace-ingest/store/span-store';
 import { errorMiddleware } from './app.js';
@@ -126,13 +127,12 @@ export class AdminServer {
     app.post('/v1/export/rows', async (req, res) => {
       const f = parse(z.strictObject(Window), req.body);
       const total = await exportCount(this.spans, f);
-      res.setHeader('content-type', 'application/x-ndjson');
-      res.setHeader('x-total-rows', String(total));
-      for await (const chunk of exportLines(exportRows(this.spans, f))) {
-        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
-        if (res.destroyed) return;
-      }
-      res.end();
+      await streamLines(res, exportLines(exportRows(this.spans, f)), total);
+    });
+    // FOCUS chargeback rows (one JSON object a line), streamed likewise; their number is known once written.
+    app.post('/v1/export/focus', async (req, res) => {
+      const f = parse(z.strictObject({ ...Window, orgName: z.string() }), req.body);
+      await streamLines(res, focusLines(focusRecords(this.spans, f)), 0);
     });
     // What a month-end forecast reads of an org (the CLI's `usage` computes it with the org's budgets).
     app.post('/v1/forecast', async (req, res) => {
@@ -173,6 +173,17 @@ export class AdminServer {
     });
     fs.rmSync(this.socketPath, { force: true });
   }
+}
+
+/** NDJSON chunks as the store yields them, waiting whenever the client's socket is full. */
+async function streamLines(res: express.Response, chunks: AsyncIterable<Buffer>, total: number): Promise<void> {
+  res.setHeader('content-type', 'application/x-ndjson');
+  res.setHeader('x-total-rows', String(total));
+  for await (const chunk of chunks) {
+    if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
+    if (res.destroyed) return;
+  }
+  res.end();
 }
 
 function removeStaleSocket(p: string): void {

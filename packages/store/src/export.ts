@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -5,6 +6,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { csvCell } from '@trace-ingest/shared/csv';
 import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
 import { readJsonColumns } from './duckdb-migrations.js';
+import { FOCUS_COLUMN_NAMES, focusJsonColumns } from './focus.js';
 import { reportDialect, storedColumns, storedToRow } from './reports.js';
 import type { QueryRow, SpanStore } from './span-store.js';
 
@@ -13,10 +15,13 @@ import type { QueryRow, SpanStore } from './span-store.js';
  * span, streamed from the store and written as they arrive, so memory stays
  * that of one chunk whatever the range holds. Parquet is written by DuckDB's
  * own writer (for ClickHouse installs too), from a work file of the rows
- * beside the output.
+ * beside the output. A FOCUS chargeback file (store/focus.ts) goes through
+ * the same CSV and Parquet writers with its own columns.
  */
 
 export type ExportFormat = 'parquet' | 'csv' | 'ndjson';
+/** The file a FOCUS export is written as. */
+export type FocusFileType = 'csv' | 'parquet';
 
 export interface ExportFilter {
   orgId: string;
@@ -77,7 +82,8 @@ class LineFile {
     this.stream = fs.createWriteStream(file, { flags: 'w' });
   }
   async write(data: string | Buffer): Promise<void> {
-    if (!this.stream.write(data)) await new Promise<void>((resolve, reject) => this.stream.once('drain', resolve).once('error', reject));
+    // events.once takes its 'error' listener off again once 'drain' comes: listeners of their own would pile up, one per full buffer.
+    if (!this.stream.write(data)) await once(this.stream, 'drain');
   }
   close(): Promise<void> {
     return new Promise((resolve, reject) => this.stream.end((e?: Error | null) => (e ? reject(e) : resolve())));
@@ -105,27 +111,31 @@ class NdjsonWriter implements ExportWriter {
   }
 }
 
+/** NDJSON lines (one object each) as CSV of `columns`, in that order, through the one CSV cell rule (shared/csv.ts). */
 class CsvWriter implements ExportWriter {
   private readonly out: LineFile;
   private header = false;
   private closed = false;
-  constructor(file: string) {
+  constructor(
+    file: string,
+    private readonly columns: readonly string[],
+  ) {
     this.out = new LineFile(file);
   }
   async write(lines: Buffer): Promise<void> {
-    let text = this.header ? '' : `${COLUMN_NAMES.join(',')}\n`;
+    let text = this.header ? '' : `${this.columns.join(',')}\n`;
     this.header = true;
     for (const line of lines.toString('utf8').split('\n')) {
       if (line === '') continue;
       const row = JSON.parse(line) as Record<string, unknown>;
-      text += COLUMN_NAMES.map((c) => csvCell(row[c])).join(',') + '\n';
+      text += this.columns.map((c) => csvCell(row[c])).join(',') + '\n';
     }
     await this.out.write(text);
   }
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (!this.header) await this.out.write(`${COLUMN_NAMES.join(',')}\n`);
+    if (!this.header) await this.out.write(`${this.columns.join(',')}\n`);
     await this.out.close();
   }
   async abort(): Promise<void> {
@@ -144,7 +154,11 @@ class ParquetWriter implements ExportWriter {
   private readonly lines: LineFile;
   private closed = false;
 
-  constructor(private readonly file: string) {
+  constructor(
+    private readonly file: string,
+    /** The lines' columns and their types, as read_json takes them. */
+    private readonly columns: string,
+  ) {
     this.work = fs.mkdtempSync(path.join(path.dirname(path.resolve(file)), '.ti-export-'));
     this.lines = new LineFile(path.join(this.work, 'rows.ndjson'));
   }
@@ -161,7 +175,7 @@ class ParquetWriter implements ExportWriter {
       const db = await DuckDBInstance.create(':memory:', { memory_limit: '160MB', threads: '1', temp_directory: this.work, preserve_insertion_order: 'false' });
       const c = await db.connect();
       try {
-        const source = `read_json(${quote(this.lines.file)}, format = 'newline_delimited', columns = ${readJsonColumns()}, maximum_object_size = 33554432)`;
+        const source = `read_json(${quote(this.lines.file)}, format = 'newline_delimited', columns = ${this.columns}, maximum_object_size = 33554432)`;
         // Small row groups: each is held whole while written, and a span may carry megabytes of text.
         await c.run(`COPY (SELECT * FROM ${source}) TO ${quote(path.resolve(this.file))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${ROW_GROUP_ROWS})`);
       } finally {
@@ -185,7 +199,12 @@ const ROW_GROUP_ROWS = 8192;
 const quote = (s: string): string => `'${s.replaceAll("'", "''")}'`;
 
 export function exportWriter(format: ExportFormat, file: string): ExportWriter {
-  return format === 'parquet' ? new ParquetWriter(file) : format === 'csv' ? new CsvWriter(file) : new NdjsonWriter(file);
+  return format === 'parquet' ? new ParquetWriter(file, readJsonColumns()) : format === 'csv' ? new CsvWriter(file, COLUMN_NAMES) : new NdjsonWriter(file);
+}
+
+/** A FOCUS chargeback file: CSV (decimals as exact text) or Parquet (DECIMAL(38,18), UTC timestamps, Tags as JSON). */
+export function focusWriter(type: FocusFileType, file: string): ExportWriter {
+  return type === 'parquet' ? new ParquetWriter(file, focusJsonColumns()) : new CsvWriter(file, FOCUS_COLUMN_NAMES);
 }
 
 /** A store's rows as canonical lines, a chunk of whole lines at a time (what the admin socket sends, and a writer takes). */

@@ -160,15 +160,21 @@ export function registerReports(program: Command, run: Runner): void {
     );
   program
     .command('export')
-    .description("write an org's spans of a window to a file (every column of the spans table), streamed; works while the server runs")
+    .description(
+      "write an org's spans of a window to a file (every column of the spans table), or its FOCUS chargeback rows, streamed; " + 'works while the server runs',
+    )
     .requiredOption('--org <org>', 'org name or id')
     .option('--month <YYYY-MM>', 'a UTC calendar month (default: this month)')
     .option('--from <date>', 'start (YYYY-MM-DD UTC or ISO timestamp)')
     .option('--to <date>', 'end (a bare date includes that day)')
-    .requiredOption('--format <format>', 'parquet, csv or ndjson')
+    .requiredOption('--format <format>', 'parquet, csv or ndjson (spans), or focus (FinOps FOCUS 1.2 charges: CSV or Parquet by --out)')
     .requiredOption('--out <file>', 'the file to write (replaced)')
     .option('--json', 'print JSON')
-    .addHelpText('after', '\nExample:\n  trace-ingest export --org acme --month 2026-10 --format parquet --out acme-2026-10.parquet')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  trace-ingest export --org acme --month 2026-10 --format parquet --out acme-2026-10.parquet\n' +
+        '  trace-ingest export --org acme --month 2026-10 --format focus --out acme-2026-10-focus.csv',
+    )
     .action((raw: Record<string, unknown>) =>
       run(async (ctx, out) => {
         const o = parseOptions(
@@ -177,7 +183,7 @@ export function registerReports(program: Command, run: Runner): void {
             month: z.string().optional(),
             from: z.string().optional(),
             to: z.string().optional(),
-            format: z.enum(['parquet', 'csv', 'ndjson']),
+            format: z.enum(['parquet', 'csv', 'ndjson', 'focus']),
             out: z.string().min(1),
             json: z.boolean().optional(),
           }),
@@ -187,7 +193,7 @@ export function registerReports(program: Command, run: Runner): void {
         const r = await exportSpans(ctx, o, bar);
         if (bar !== undefined) out.err('');
         if (o.json === true) printJson(out, { ...r, format: o.format });
-        else out.out(`wrote ${r.rows} spans to ${r.file} (${r.bytes} bytes, ${o.format})`);
+        else out.out(`wrote ${r.rows} ${o.format === 'focus' ? 'FOCUS charge rows' : 'spans'} to ${r.file} (${r.bytes} bytes, ${o.format})`);
       }),
     );
   program
