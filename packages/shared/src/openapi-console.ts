@@ -57,6 +57,11 @@ export function consoleSchemas(): Record<string, JsonObject> {
         spansStored: int,
         cost: money,
       }),
+      budget: {
+        oneOf: [ref('BudgetStatus'), { type: 'null' }],
+        description: "The org's own budget this month, as GET /v1/budget answers it; null without one.",
+      },
+      forecast: { oneOf: [ref('BudgetForecast'), { type: 'null' }], description: "The org's month-end forecast, as GET /v1/budget answers it." },
     }),
     ConsoleCustomers: obj({
       org: ref('ConsoleOrg'),
@@ -66,6 +71,16 @@ export function consoleSchemas(): Record<string, JsonObject> {
       total: ref('UsageRow'),
       daily: { type: 'object', additionalProperties: { type: 'array', items: money }, description: 'Customer → cost per day, aligned with `days`.' },
       names: { type: 'object', additionalProperties: { type: 'string' }, description: "Customer id → the name clients sent for it ('' when none)." },
+      budgets: {
+        type: 'object',
+        additionalProperties: ref('BudgetStatus'),
+        description: 'Customer id → this month against the budget that governs it (its own, else the every-customer one), for shown customers with one.',
+      },
+      forecasts: {
+        type: 'object',
+        additionalProperties: ref('BudgetForecast'),
+        description: 'Customer id → its month-end forecast, as GET /v1/budget answers it.',
+      },
     }),
     ConsolePrice: obj({
       source: { type: 'string', description: '"catalog:<version>" or "override:<id>"' },

@@ -188,7 +188,8 @@ export function buildOpenApiDocument(): JsonObject {
             'Needs a key with the budget:read scope (`trace-ingest keys create --scope budget:read`); an ingest key is refused with 403. ' +
             'A key limited to named customers must give ?customer= (one of them) and is answered without the org. ' +
             'Advisory: spans are priced after the model call, and counted once flushed (asOf says when the spend was read). ' +
-            'USD amounts are exact decimal strings; budgetUsd and remainingUsd are null without a budget.',
+            'USD amounts are exact decimal strings; budgetUsd and remainingUsd are null without a budget. ' +
+            "A customer is held to its own budget, else to the org's every-customer budget.",
           parameters: [{ name: 'customer', in: 'query', required: false, schema: { type: 'string', minLength: 1, maxLength: 128 } }],
           responses: {
             '200': {
@@ -238,12 +239,31 @@ export function buildOpenApiDocument(): JsonObject {
       schemas: {
         BudgetStatus: {
           type: 'object',
-          required: ['budgetUsd', 'spentUsd', 'remainingUsd', 'crossed'],
+          required: ['budgetUsd', 'spentUsd', 'remainingUsd', 'crossed', 'forecast'],
           properties: {
-            budgetUsd: { type: ['string', 'null'] },
+            budgetUsd: { type: ['string', 'null'], description: 'the budget that governs it: a customer its own, else the every-customer one' },
             spentUsd: { type: 'string' },
             remainingUsd: { type: ['string', 'null'] },
             crossed: { type: 'array', items: { type: 'integer' }, description: 'alert percentages reached this month' },
+            forecast: { oneOf: [{ $ref: '#/components/schemas/BudgetForecast' }, { type: 'null' }] },
+          },
+        },
+        BudgetForecast: {
+          type: 'object',
+          required: ['projectedUsd', 'dailyRateUsd', 'crossesOn'],
+          description:
+            "The month's spend before today, plus for today and each day left the daily run rate (the 14 complete UTC days before " +
+            "today, weighted linearly to recent ones; today at least what it has spent). The org's also has errorPct: the mean " +
+            'absolute error of this projection on its last errorMonths months, made on the same day of the month (null: no month to measure).',
+          properties: {
+            projectedUsd: { type: 'string' },
+            dailyRateUsd: { type: 'string' },
+            crossesOn: {
+              type: ['string', 'null'],
+              description: 'YYYY-MM-DD (UTC) the budget is projected to be reached; null without one, once reached, or not this month',
+            },
+            errorPct: { type: ['string', 'null'] },
+            errorMonths: { type: 'integer' },
           },
         },
         IngestPayload: ingestPayloadJsonSchema(),
