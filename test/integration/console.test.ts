@@ -13,7 +13,7 @@ import { runCli } from '@trace-ingest/cli/program';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { countGroups, usageReport, usageTotals, type UsageRow } from '@trace-ingest/store/reports';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { usd } from '../../packages/console/src/money.js';
+import { sharedDecimals, usd } from '../../packages/console/src/money.js';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 
@@ -118,8 +118,21 @@ async function shown(page: Page, table: string, col: string): Promise<Record<str
   );
 }
 
-/** The shown form and title a money cell of `exact` has. */
-const moneyCell = (exact: string) => ({ text: usd(exact), title: `$${exact} (exact)` });
+/** What test/integration/support/console-layout.browser.js measures in the page. */
+interface Layout {
+  overflow: number;
+  scrolling: number;
+  offScreen: string[];
+  hiddenCols: string[];
+  budgets: boolean[];
+  money: { table: string; col: string; cells: { value: string; text: string; visible: boolean }[] }[];
+  stretched: string[];
+  brokenWords: string[];
+}
+const LAYOUT_PROBE = fs.readFileSync(path.resolve(import.meta.dirname, 'support/console-layout.browser.js'), 'utf8');
+
+/** The shown form and title a money cell of `exact` has, in a column of `column`'s figures (one precision for them all). */
+const moneyCell = (exact: string, column: readonly string[]) => ({ text: usd(exact, sharedDecimals(column)), title: `$${exact} (exact)` });
 
 function expectedBy(rows: UsageRow[], total: UsageRow, pick: (r: UsageRow) => string | number): Record<string, string> {
   return Object.fromEntries([...rows.map((r) => [r.group, String(pick(r))]), ['TOTAL', String(pick(total))]]);
@@ -228,7 +241,8 @@ describe('cost console in a real browser (DuckDB)', () => {
     expect((await page.textContent('[data-kpi="range-spans"] .kpi-value'))?.replace(/,/g, '')).toBe(String(total.spans));
     expect(await cells(page, 'overview-models', 'total_cost')).toEqual(expectedBy(byModel, total, (r) => r.costs.total_cost ?? ''));
     const shownCosts = await shown(page, 'overview-models', 'total_cost');
-    for (const [key, exact] of Object.entries(expectedBy(byModel, total, (r) => r.costs.total_cost ?? ''))) expect(shownCosts[key]).toEqual(moneyCell(exact));
+    const costColumn = expectedBy(byModel, total, (r) => r.costs.total_cost ?? '');
+    for (const [key, exact] of Object.entries(costColumn)) expect(shownCosts[key]).toEqual(moneyCell(exact, Object.values(costColumn)));
     // Unpriced spans are said beside the cost, never left as a bare $0.
     const unpriced = await page.$$eval('[data-table="overview-models"] tbody tr', (rows) =>
       Object.fromEntries(
@@ -379,7 +393,7 @@ describe('cost console in a real browser (DuckDB)', () => {
     const page = await signedIn({ width: 390, height: 844 });
     const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
     expect(overflow).toBeLessThanOrEqual(0);
-    /** Each money cell of the table: inside the viewport, on one line, showing what its title says, rounded. */
+    /** Each money cell of the table: inside the viewport, showing what its title says, rounded to its column's precision. */
     const costsVisible = async (table: string) => {
       const cells = await page.$$eval(`[data-table="${table}"] td.money`, (tds) =>
         tds.map((td) => {
@@ -389,12 +403,15 @@ describe('cost console in a real browser (DuckDB)', () => {
             visible: box.width > 0 && box.right <= (globalThis as unknown as { innerWidth: number }).innerWidth + 1,
             text,
             value: td.getAttribute('data-value') ?? '',
-            lines: Math.round(box.height / 16),
+            col: td.getAttribute('data-col') ?? '',
           };
         }),
       );
       expect(cells.length).toBeGreaterThan(0);
-      for (const c of cells) expect({ ...c, lines: undefined }).toEqual({ visible: true, text: usd(c.value), value: c.value, lines: undefined });
+      // One precision per column.
+      const inColumn = (col: string) => cells.filter((c) => c.col === col && c.value !== '').map((c) => c.value);
+      for (const c of cells.filter((x) => x.value !== ''))
+        expect(c).toEqual({ visible: true, text: usd(c.value, sharedDecimals(inColumn(c.col))), value: c.value, col: c.col });
     };
     await costsVisible('overview-models');
     await page.screenshot({ path: path.join(SHOTS, 'overview-phone.png'), fullPage: true });
@@ -456,6 +473,89 @@ describe('cost console in a real browser (DuckDB)', () => {
     expect(bars).toEqual({ c1: '0/19.99', c2: null, 'acme, inc': null });
     await page.screenshot({ path: path.join(SHOTS, 'budgets.png'), fullPage: true });
     await page.context().close();
+  });
+  it('fits at 1280 px and at 390 px: every column, money figure, budget bar, forecast and customer on screen; one precision per money column', async () => {
+    // A customer with a long id in the range, and spend of yesterday and today, so this month has a forecast.
+    const { key } = await t.newKey('acme');
+    const longCustomer = 'customer-with-a-rather-long-identifier-from-the-crm-0001';
+    const now = Date.now();
+    const recent = [now - 86_400_000, now - 1000].map((t0, i) =>
+      makeTrace({
+        traceId: `recent-${i}`,
+        customer: { id: 'c1' },
+        spans: [makeSpan({ spanId: 'r', startTime: t0, endTime: t0 + 500, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 2_000_000 } })],
+      }),
+    );
+    const long = makeTrace({
+      traceId: 'long-customer-trace',
+      customer: { id: longCustomer },
+      spans: [
+        makeSpan({ spanId: 'l', startTime: day(15), endTime: day(15) + 900, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens: 700 } }),
+        // Unpriced: the models page shows the command lines that price it.
+        makeSpan({
+          spanId: 'u',
+          startTime: day(15),
+          endTime: day(15) + 90,
+          provider: 'acme-labs',
+          modelId: 'acme-internal-summarizer-v2',
+          usage: { inputTokens: 9 },
+        }),
+      ],
+    });
+    expect((await t.post({ version: 'v1', traces: [...recent, long] }, { key })).status).toBe(202);
+    await t.server.flush();
+    const api = `http://127.0.0.1:${t.server.consolePort}/console/api`;
+    const get = async <T>(p: string) => (await (await fetch(`${api}/${p}`, { headers: { authorization: `Bearer ${token}` } })).json()) as T;
+    const overview = await get<{ forecast: { projectedUsd: string } | null }>(`overview?org=acme&from=${FROM}&to=${TO}`);
+    expect(overview.forecast?.projectedUsd).toMatch(/^\d/);
+    const customers = await get<{ forecasts: Record<string, { projectedUsd: string }> }>(`customers?org=acme&from=${FROM}&to=${TO}`);
+    expect(Object.keys(customers.forecasts)).toContain('c1');
+
+    const pages = ['overview', 'customers', 'models', 'traces', 'trace/agent-run-14'];
+    for (const viewport of [
+      { width: 1280, height: 900 },
+      { width: 390, height: 844 },
+    ]) {
+      const page = await signedIn(viewport);
+      for (const p of pages) {
+        const name = p.split('/')[0] ?? p;
+        await page.goto(`${consoleUrl}#/${p}?org=acme&from=${FROM}&to=${TO}`);
+        await page.waitForSelector(`[data-page="${name}"]`);
+        await page.waitForSelector('main[aria-busy="false"]');
+        const where = `${name} at ${viewport.width} px`;
+        const layout = await page.evaluate<Layout>(`${LAYOUT_PROBE}\nprobeLayout()`);
+        expect(layout.overflow, where).toBeLessThanOrEqual(0);
+        expect(layout.scrolling, where).toBe(0);
+        expect(layout.offScreen, where).toEqual([]);
+        expect(
+          layout.budgets.every((b) => b),
+          where,
+        ).toBe(true);
+        expect(layout.stretched, where).toEqual([]);
+        expect(layout.brokenWords, where).toEqual([]);
+        // Every column at 1280 px; on a phone only token counts and such may go, never money, customers or traces.
+        if (viewport.width === 1280) expect(layout.hiddenCols, where).toEqual([]);
+        for (const c of ['total_cost', 'customer', 'group', 'trace_id', 'budget', 'projected', 'cost', 'input_per_mtok', 'price_source'])
+          expect(layout.hiddenCols, `${where}: ${c}`).not.toContain(c);
+        for (const m of layout.money) {
+          const values = m.cells.map((c) => c.value).filter((v) => v !== '');
+          const d = sharedDecimals(values);
+          for (const c of m.cells) {
+            expect(c.visible, `${where} ${m.table}.${m.col}`).toBe(true);
+            if (c.value !== '') expect(c.text, `${where} ${m.table}.${m.col}`).toBe(usd(c.value, d));
+          }
+          expect(new Set(m.cells.filter((c) => c.value !== '').map((c) => c.text.split('.')[1]?.length)).size, `${where} ${m.table}.${m.col}`).toBe(1);
+        }
+        if (name === 'overview') expect(await page.getAttribute('[data-kpi="forecast"] .kpi-value', 'data-value'), where).toBe(overview.forecast?.projectedUsd);
+        if (name === 'models') expect(await page.$$eval('.fix code', (c) => c.length), where).toBeGreaterThanOrEqual(2);
+        if (name === 'customers') {
+          expect(await cells(page, 'customers', 'projected'), where).toMatchObject({ c1: customers.forecasts.c1?.projectedUsd });
+          expect(await page.$$eval('[data-table="customers"] td[data-col="group"]', (tds) => tds.map((td) => td.textContent))).toContain(longCustomer);
+        }
+        await page.screenshot({ path: path.join(SHOTS, `${name}-${viewport.width}.png`), fullPage: true });
+      }
+      await page.context().close();
+    }
   });
 });
 

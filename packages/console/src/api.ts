@@ -48,17 +48,29 @@ export interface Range {
   to: string;
 }
 
+/** Where the month will end (GET /v1/budget's forecast); the org's also says how far off it was on past months. */
+export interface BudgetForecast {
+  projectedUsd: string;
+  dailyRateUsd: string;
+  crossesOn: string | null;
+  errorPct?: string | null;
+  errorMonths?: number;
+}
+
 /** This UTC month's spend against a budget (exact decimal USD). */
 export interface BudgetStatus {
   budgetUsd: string | null;
   spentUsd: string;
   remainingUsd: string | null;
   crossed: number[];
+  forecast: BudgetForecast | null;
 }
 
 export interface Overview {
   /** The org's own budget this month, when one is set. */
   budget: BudgetStatus | null;
+  /** The org's month-end forecast (null before a day of spend in the last 14). */
+  forecast: BudgetForecast | null;
   org: Org;
   range: Range;
   days: string[];
@@ -78,8 +90,10 @@ export interface Customers {
   daily: Record<string, string[]>;
   /** Customer id → the name clients sent ('' when none). */
   names: Record<string, string>;
-  /** Customer id → this month's spend against its budget, for customers with one. */
+  /** Customer id → this month's spend against the budget that governs it, for customers with one. */
   budgets: Record<string, BudgetStatus>;
+  /** Customer id → its month-end forecast. */
+  forecasts: Record<string, BudgetForecast>;
 }
 
 export interface Price {

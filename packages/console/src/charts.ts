@@ -1,7 +1,7 @@
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from 'chart.js';
 import { parseDecimal } from '@trace-ingest/shared/decimal';
 import type { BudgetStatus } from './api.js';
-import { h, svg, usd } from './dom.js';
+import { h, sharedDecimals, svg, usd } from './dom.js';
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
 
@@ -62,24 +62,38 @@ export function sparkline(values: string[], width = 120, height = 28): SVGSVGEle
 
 /**
  * Spent against a budget: a bar filled to the share spent (capped at the
- * end, red once past it), labelled with both exact figures.
+ * end, red once past it), a tick where the month is projected to end, and
+ * both exact figures in the title.
  */
 export function budgetBar(b: BudgetStatus): HTMLElement {
   const spent = parseDecimal(b.spentUsd);
   const budget = parseDecimal(b.budgetUsd ?? '0');
-  const percent = budget === 0n ? 0 : Number((spent * 10_000n) / budget) / 100;
+  const share = (v: bigint) => (budget === 0n ? 0 : Number((v * 10_000n) / budget) / 100);
+  const percent = share(spent);
+  const f = b.forecast;
+  const projected = f === null ? undefined : share(parseDecimal(f.projectedUsd));
+  const d = sharedDecimals([b.spentUsd, b.budgetUsd ?? '0', ...(f === null ? [] : [f.projectedUsd])]);
   return h(
     'div',
     {
-      class: `budget${percent >= 100 ? ' over' : ''}`,
+      class: `budget${percent >= 100 ? ' over' : projected !== undefined && projected > 100 ? ' heading-over' : ''}`,
       'data-budget': `${b.spentUsd}/${b.budgetUsd ?? ''}`,
-      title: `$${b.spentUsd} of $${b.budgetUsd ?? ''} this month (exact)`,
+      ...(f === null ? {} : { 'data-projected': f.projectedUsd }),
+      title: `$${b.spentUsd} of $${b.budgetUsd ?? ''} this month${f === null ? '' : `, $${f.projectedUsd} projected at its end`} (exact)`,
     },
     h(
       'div',
       { class: 'meter', role: 'meter', 'aria-valuenow': percent, 'aria-valuemin': 0, 'aria-valuemax': 100 },
       h('span', { style: `width:${Math.min(100, percent)}%` }),
+      projected === undefined ? null : h('i', { class: 'projected', style: `left:${Math.min(100, projected)}%`, 'aria-hidden': 'true' }),
     ),
-    h('div', { class: 'muted small' }, `${usd(b.spentUsd)} of ${usd(b.budgetUsd ?? '0')} this month (${percent.toFixed(0)}%)`),
+    h('div', { class: 'muted small' }, `${usd(b.spentUsd, d)} of ${usd(b.budgetUsd ?? '0', d)} this month (${percent.toFixed(0)}%)`),
+    f === null
+      ? null
+      : h(
+          'div',
+          { class: 'muted small', 'data-budget-forecast': '' },
+          `projected ${usd(f.projectedUsd, d)}${f.crossesOn === null ? '' : `, over on ${f.crossesOn}`}`,
+        ),
   );
 }

@@ -27,7 +27,7 @@ export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<
 /** Integers with thousands separators (display only; exports carry the plain number). */
 export const int = (n: number): string => n.toLocaleString('en-US');
 
-export { exactUsd, usd } from './money.js';
+export { exactUsd, sharedDecimals, usd } from './money.js';
 
 export function download(filename: string, text: string, type = 'text/csv;charset=utf-8'): void {
   const url = URL.createObjectURL(new Blob([text + '\n'], { type }));

@@ -1,6 +1,6 @@
 import { toCsv } from '@trace-ingest/shared/csv';
 import { parseDecimal } from '@trace-ingest/shared/decimal';
-import { download, exactUsd, h, int, usd } from './dom.js';
+import { download, exactUsd, h, int, sharedDecimals, usd } from './dom.js';
 
 export interface Column<R> {
   key: string;
@@ -9,8 +9,10 @@ export interface Column<R> {
   value: (r: R) => string | number;
   /** A custom cell (sparklines, links); sorting still uses `value`. */
   cell?: (r: R) => Node;
-  /** Hidden on narrow screens. */
+  /** Hidden on narrow screens (never a money figure, a budget or a customer). */
   minor?: boolean;
+  /** Text that may wrap anywhere (ids, commands, sources): a long one does not widen the table. */
+  wrap?: boolean;
   /** For a money column: spans of the row with no price, shown beside the cost (never a bare $0). */
   unpriced?: (r: R) => number;
 }
@@ -30,6 +32,8 @@ export interface TableSpec<R> {
 
 function compare(kind: Column<unknown>['kind'], a: string | number, b: string | number): number {
   if (kind === 'money') {
+    // A money cell without a figure ('') sorts below every amount.
+    if (a === '' || b === '') return a === b ? 0 : a === '' ? -1 : 1;
     const d = parseDecimal(String(a)) - parseDecimal(String(b));
     return d > 0n ? 1 : d < 0n ? -1 : 0;
   }
@@ -37,9 +41,18 @@ function compare(kind: Column<unknown>['kind'], a: string | number, b: string | 
   return String(a).localeCompare(String(b));
 }
 
-/** A sortable table (click a heading) with a CSV button; the total row stays last. */
+/**
+ * A sortable table (click a heading) with a CSV button; the total row stays
+ * last. Each money column shows its figures at one precision. On a phone the
+ * rows become stacked cards, each cell labelled (`data-label`), so no column
+ * needs sideways scrolling.
+ */
 export function table<R>(spec: TableSpec<R>): HTMLElement {
   let sort = spec.sort;
+  const all = spec.total === undefined || spec.rows.length === 0 ? spec.rows : [...spec.rows, spec.total];
+  const decimals = new Map(
+    spec.columns.filter((c) => c.kind === 'money').map((c) => [c.key, sharedDecimals(all.map((r) => String(c.value(r))).filter((v) => v !== ''))]),
+  );
   const tbody = h('tbody');
   const headRow = h('tr');
   const render = () => {
@@ -65,7 +78,9 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
               ? ''
               : c.cell(r)
             : c.kind === 'money'
-              ? usd(String(v))
+              ? v === ''
+                ? '—'
+                : usd(String(v), decimals.get(c.key))
               : c.kind === 'int' && typeof v === 'number'
                 ? int(v)
                 : String(v);
@@ -74,10 +89,16 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
           'td',
           {
             'data-col': c.key,
+            'data-label': c.label,
             'data-value': String(v),
-            title: c.kind === 'money' ? exactUsd(String(v)) : undefined,
+            title: c.kind === 'money' && v !== '' ? exactUsd(String(v)) : undefined,
             class:
-              [c.kind === 'text' || c.kind === 'node' ? '' : 'num', c.kind === 'money' ? 'money' : '', c.minor === true ? 'minor' : '']
+              [
+                c.kind === 'text' || c.kind === 'node' ? '' : 'num',
+                c.kind === 'money' ? 'money' : '',
+                c.minor === true ? 'minor' : '',
+                c.wrap === true ? 'wrap' : '',
+              ]
                 .filter((x) => x !== '')
                 .join(' ') || undefined,
           },
@@ -124,6 +145,11 @@ export function table<R>(spec: TableSpec<R>): HTMLElement {
     h('header', { class: 'card-head' }, h('h2', {}, spec.title), exportBtn),
     spec.rows.length === 0
       ? h('p', { class: 'muted' }, spec.empty ?? 'No spans in this range.')
-      : h('div', { class: 'scroll' }, h('table', {}, h('thead', {}, headRow), tbody)),
+      : h(
+          'div',
+          { class: 'scroll' },
+          // A table of a few columns fits a phone as it is; a wider one becomes stacked cards there.
+          h('table', { class: spec.columns.filter((c) => c.minor !== true).length > 3 ? 'stack' : undefined }, h('thead', {}, headRow), tbody),
+        ),
   );
 }

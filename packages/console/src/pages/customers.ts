@@ -18,8 +18,8 @@ export const customers: Page = async ({ org, from, to }) => {
       rowKey: (r) => r.group,
       sort: { key: 'total_cost', desc: true },
       columns: [
-        { key: 'group', label: 'Customer', kind: 'text', value: (r) => r.group || '(none)' },
-        { key: 'customer_name', label: 'Name', kind: 'text', value: (r) => d.names[r.group] ?? '', minor: true },
+        { key: 'group', label: 'Customer', kind: 'text', value: (r) => r.group || '(none)', wrap: true },
+        { key: 'customer_name', label: 'Name', kind: 'text', value: (r) => d.names[r.group] ?? '', wrap: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
@@ -27,6 +27,17 @@ export const customers: Page = async ({ org, from, to }) => {
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
         { key: 'reasoning_tokens', label: 'Reasoning', kind: 'int', value: (r) => r.tokens.reasoning_tokens ?? 0, minor: true },
         { key: 'trend', label: 'Per day', kind: 'node', value: (r) => r.costs.total_cost ?? '0', cell: (r) => sparkline(d.daily[r.group] ?? []) },
+        ...(Object.keys(d.forecasts).length === 0
+          ? []
+          : [
+              {
+                key: 'projected',
+                label: 'Projected this month',
+                kind: 'money' as const,
+                // The TOTAL row has no projection of its own here: the overview shows the org's.
+                value: (r: UsageRow) => (r.group === 'TOTAL' && r === d.total ? '' : (d.forecasts[r.group]?.projectedUsd ?? '')),
+              },
+            ]),
         ...(Object.keys(d.budgets).length === 0
           ? []
           : [

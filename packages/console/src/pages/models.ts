@@ -24,16 +24,23 @@ export const models: Page = async ({ org, from, to }) => {
       rowKey: (r) => `${r.group}|${r.subgroup ?? ''}`,
       sort: { key: 'total_cost', desc: true },
       columns: [
-        { key: 'model', label: 'Model', kind: 'text', value: (r) => r.group || '(none)' },
+        { key: 'model', label: 'Model', kind: 'text', value: (r) => r.group || '(none)', wrap: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
         { key: 'provider', label: 'Provider', kind: 'text', value: (r) => r.subgroup ?? '', minor: true },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'unpriced_spans', label: 'Unpriced', kind: 'int', value: (r) => r.unpricedSpans, minor: true },
-        { key: 'input_per_mtok', label: 'Input $/1M', kind: 'text', value: (r) => r.price?.inputPerMtok ?? '', minor: true },
-        { key: 'output_per_mtok', label: 'Output $/1M', kind: 'text', value: (r) => r.price?.outputPerMtok ?? '', minor: true },
-        { key: 'cached_input_per_mtok', label: 'Cached $/1M', kind: 'text', value: (r) => r.price?.cachedInputPerMtok ?? '', minor: true },
-        { key: 'price_source', label: 'Price source', kind: 'text', value: (r) => (r.group === 'TOTAL' && r.price === null ? '' : source(r)), minor: true },
-        { key: 'second_catalog', label: 'Second catalog', kind: 'text', value: (r) => secondCatalog(r), minor: true },
+        // Unit prices are money too: one precision per column, the catalog's exact figure in the title and data-value.
+        { key: 'input_per_mtok', label: 'Input $/1M', kind: 'money', value: (r) => r.price?.inputPerMtok ?? '' },
+        { key: 'output_per_mtok', label: 'Output $/1M', kind: 'money', value: (r) => r.price?.outputPerMtok ?? '' },
+        { key: 'cached_input_per_mtok', label: 'Cached $/1M', kind: 'money', value: (r) => r.price?.cachedInputPerMtok ?? '' },
+        {
+          key: 'price_source',
+          label: 'Price source',
+          kind: 'text',
+          value: (r) => (r.group === 'TOTAL' && r.price === null ? '' : source(r)),
+          wrap: true,
+        },
+        { key: 'second_catalog', label: 'Second catalog', kind: 'text', value: (r) => secondCatalog(r), wrap: true },
       ],
       csv: {
         filename: `cost-by-model-${d.org.name}-${d.range.from}_${d.range.to}.csv`,
@@ -64,7 +71,7 @@ export const models: Page = async ({ org, from, to }) => {
       sort: { key: 'spans', desc: true },
       empty: 'Every span with a model in this range has a price.',
       columns: [
-        { key: 'model', label: 'Model', kind: 'text', value: (r) => r.model },
+        { key: 'model', label: 'Model', kind: 'text', value: (r) => r.model, wrap: true },
         { key: 'provider', label: 'Provider', kind: 'text', value: (r) => r.provider },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         {
@@ -72,7 +79,7 @@ export const models: Page = async ({ org, from, to }) => {
           label: 'To price it, then recompute stored costs',
           kind: 'node',
           value: (r) => r.fix,
-          cell: (r) => h('div', { class: 'fix' }, h('code', {}, r.fix), h('code', {}, r.reprice)),
+          cell: (r) => h('div', { class: 'fix' }, commandLine(r.fix), commandLine(r.reprice)),
         },
       ],
       csv: {
@@ -88,3 +95,9 @@ export const models: Page = async ({ org, from, to }) => {
   );
   return { node };
 };
+
+/** A command line that breaks between its words only (a word longer than the line is broken inside itself). */
+function commandLine(line: string): HTMLElement {
+  const words = line.split(' ');
+  return h('code', {}, ...words.flatMap((w, i) => [...(i === 0 ? [] : [' ']), h('span', { class: 'word' }, w)]));
+}

@@ -2,7 +2,7 @@ import { usageCsvRow } from '@trace-ingest/shared/csv';
 import { parseDecimal, formatDecimal } from '@trace-ingest/shared/decimal';
 import { getJson, type Overview, type UsageRow } from '../api.js';
 import { budgetBar, stackedBars } from '../charts.js';
-import { exactUsd, h, int, usd } from '../dom.js';
+import { exactUsd, h, int, sharedDecimals, usd } from '../dom.js';
 import { table } from '../table.js';
 import type { Page } from './page.js';
 
@@ -37,6 +37,7 @@ export const overview: Page = async ({ org, from, to }) => {
       kpi('Cost in range', usd(d.total.costs.total_cost ?? '0'), 'range-cost', exactUsd(d.total.costs.total_cost ?? '0')),
       kpi('Spans started in range', int(d.total.spans), 'range-spans'),
       kpi('Unpriced spans', int(d.total.unpricedSpans), 'range-unpriced'),
+      forecastKpi(mtd.month, mtd.cost, d.forecast),
       d.budget === null
         ? null
         : h('div', { class: 'kpi', 'data-kpi': 'budget' }, h('div', { class: 'kpi-label' }, `Budget, ${mtd.month}`), budgetBar(d.budget)),
@@ -64,7 +65,7 @@ export const overview: Page = async ({ org, from, to }) => {
       rowKey: (r) => r.group,
       sort: { key: 'total_cost', desc: true },
       columns: [
-        { key: 'group', label: 'Model', kind: 'text', value: (r) => r.group || '(none)' },
+        { key: 'group', label: 'Model', kind: 'text', value: (r) => r.group || '(none)', wrap: true },
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'unpriced_spans', label: 'Unpriced', kind: 'int', value: (r) => r.unpricedSpans, minor: true },
@@ -110,6 +111,30 @@ export const overview: Page = async ({ org, from, to }) => {
   };
   return { node, mounted: charts };
 };
+
+/** Where this month will end: the projection, the daily run rate it uses, and how far off it was on past months. */
+function forecastKpi(month: string, spent: string, f: Overview['forecast']): HTMLElement {
+  if (f === null)
+    return h(
+      'div',
+      { class: 'kpi', 'data-kpi': 'forecast' },
+      h('div', { class: 'kpi-label' }, `Projected for ${month}`),
+      h('div', { class: 'kpi-value muted' }, '—'),
+      h('div', { class: 'muted small' }, 'no spend in the last 14 complete days'),
+    );
+  const d = sharedDecimals([spent, f.projectedUsd]);
+  const error =
+    f.errorPct === null || f.errorPct === undefined
+      ? 'no past month to measure it on'
+      : `±${f.errorPct}% on average over the last ${f.errorMonths ?? 0} month(s)`;
+  return h(
+    'div',
+    { class: 'kpi', 'data-kpi': 'forecast' },
+    h('div', { class: 'kpi-label' }, `Projected for ${month}`),
+    h('div', { class: 'kpi-value', title: exactUsd(f.projectedUsd), 'data-value': f.projectedUsd }, usd(f.projectedUsd, d)),
+    h('div', { class: 'muted small' }, `${usd(spent, d)} so far · ${usd(f.dailyRateUsd)} a day · ${error}`),
+  );
+}
 
 function kpi(label: string, value: string, name: string, title?: string): HTMLElement {
   return h('div', { class: 'kpi', 'data-kpi': name }, h('div', { class: 'kpi-label' }, label), h('div', { class: 'kpi-value', title }, value));

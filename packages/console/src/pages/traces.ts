@@ -1,5 +1,5 @@
 import { getJson, type Trace, type TraceSpan, type Traces, type UsageRow } from '../api.js';
-import { exactUsd, h, int, usd } from '../dom.js';
+import { exactUsd, h, int, sharedDecimals, usd } from '../dom.js';
 import { table } from '../table.js';
 import type { Page } from './page.js';
 
@@ -17,11 +17,11 @@ export const traces: Page = async ({ org, from, to }) => {
       rowKey: (r) => r.group,
       sort: { key: 'total_cost', desc: true },
       columns: [
-        { key: 'trace_id', label: 'Trace', kind: 'node', value: (r) => r.group, cell: (r) => link(r.group) },
+        { key: 'trace_id', label: 'Trace', kind: 'node', value: (r) => r.group, cell: (r) => link(r.group), wrap: true },
         // Second, so it stays on screen on a phone.
         { key: 'total_cost', label: 'Cost', kind: 'money', value: (r) => r.costs.total_cost ?? '0', unpriced: (r) => r.unpricedSpans },
-        { key: 'trace_name', label: 'Name', kind: 'text', value: (r) => d.labels[r.group]?.name || '(none)' },
-        { key: 'customer', label: 'Customer', kind: 'text', value: (r) => d.labels[r.group]?.customer || '(none)', minor: true },
+        { key: 'trace_name', label: 'Name', kind: 'text', value: (r) => d.labels[r.group]?.name || '(none)', wrap: true },
+        { key: 'customer', label: 'Customer', kind: 'text', value: (r) => d.labels[r.group]?.customer || '(none)', wrap: true },
         { key: 'spans', label: 'Spans', kind: 'int', value: (r) => r.spans },
         { key: 'input_tokens', label: 'Input tokens', kind: 'int', value: (r) => r.tokens.input_tokens ?? 0, minor: true },
         { key: 'output_tokens', label: 'Output tokens', kind: 'int', value: (r) => r.tokens.output_tokens ?? 0, minor: true },
@@ -49,6 +49,7 @@ export const trace: Page = async ({ org, arg }) => {
   const d = await getJson<Trace>(`traces/${encodeURIComponent(arg ?? '')}`, { org });
   const span = Math.max(1, d.durationMs);
   const depth = depths(d.spans);
+  const costDecimals = sharedDecimals([...d.spans.map((s) => s.cost), d.totalCost]);
   const bars = h(
     'ol',
     { class: 'waterfall', 'data-waterfall': d.traceId },
@@ -71,7 +72,7 @@ export const trace: Page = async ({ org, arg }) => {
             style: `left:${(100 * s.offsetMs) / span}%;width:${Math.max(0.5, (100 * s.durationMs) / span)}%`,
           }),
         ),
-        h('div', { class: 'wf-cost num', 'data-col': 'cost' }, s.priced || s.cost !== '0' ? usd(s.cost) : s.model === '' ? '—' : 'unpriced'),
+        h('div', { class: 'wf-cost num', 'data-col': 'cost' }, s.priced || s.cost !== '0' ? usd(s.cost, costDecimals) : s.model === '' ? '—' : 'unpriced'),
       ),
     ),
   );
@@ -88,7 +89,7 @@ export const trace: Page = async ({ org, arg }) => {
         'p',
         { class: 'muted small' },
         `${d.traceName || 'unnamed'} · customer ${d.customerId || '—'} · started ${d.start} · ${int(d.durationMs)} ms · ${d.spans.length} spans · `,
-        h('strong', { 'data-trace-total': '', title: exactUsd(d.totalCost) }, usd(d.totalCost)),
+        h('strong', { 'data-trace-total': '', title: exactUsd(d.totalCost) }, usd(d.totalCost, costDecimals)),
         unpricedSpans > 0 ? h('span', { class: 'unpriced', 'data-unpriced': unpricedSpans }, `${int(unpricedSpans)} unpriced`) : null,
       ),
       bars,
@@ -100,9 +101,9 @@ export const trace: Page = async ({ org, arg }) => {
       rowKey: (s) => s.spanId,
       sort: { key: 'offset_ms', desc: false },
       columns: [
-        { key: 'name', label: 'Span', kind: 'text', value: (s) => s.name },
+        { key: 'name', label: 'Span', kind: 'text', value: (s) => s.name, wrap: true },
         { key: 'span_type', label: 'Type', kind: 'text', value: (s) => s.spanType, minor: true },
-        { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model || '(none)' },
+        { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model || '(none)', wrap: true },
         { key: 'offset_ms', label: 'Start +ms', kind: 'int', value: (s) => s.offsetMs, minor: true },
         { key: 'duration_ms', label: 'ms', kind: 'int', value: (s) => s.durationMs },
         // Every priced bucket, so the tokens shown account for the span's cost.
