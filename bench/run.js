@@ -66,6 +66,10 @@ async function main() {
     await import('./growth.js');
     return;
   }
+  if (process.argv.includes('--budget-check')) {
+    await import('./budget-check.js');
+    return;
+  }
   if (process.argv.includes('--retention')) {
     await import('./retention.js');
     return;

@@ -319,7 +319,12 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
     await sleep(400);
     const cli = await usageForecast(ctx, orgId);
     expect(cli.org?.dailyRateUsd).toBe('4');
-    const api = await getJson<{ org: { forecast: unknown }; customer: { forecast: unknown } }>(`${t.url}/v1/budget?customer=fa`, key);
+    // The API answers from the last check's reads: it is there within a few checks.
+    const api = await until(
+      'GET /v1/budget to see the same forecast',
+      () => getJson<{ org: { forecast: unknown }; customer: { forecast: unknown } }>(`${t.url}/v1/budget?customer=fa`, key),
+      (a) => JSON.stringify(a.org.forecast) === JSON.stringify(cli.org),
+    );
     expect(api.org.forecast).toEqual(cli.org);
     expect(api.customer.forecast).toEqual(cli.customers.fa);
     expect(cli.customers.fa?.dailyRateUsd).toBe('3');

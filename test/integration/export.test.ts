@@ -66,92 +66,6 @@ async function readParquet(file: string): Promise<{ n: number; total: string; co
   }
 }
 
-describe("export of an org's spans (DuckDB, through the running server)", () => {
-  let t: TestServer;
-  let ctx: CliContext;
-  let store: DuckDbSpanStore;
-  let orgId = '';
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-export-'));
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-export-data-'));
-  beforeAll(async () => {
-    // The server's own store, given to it: the test writes rows through the store's insert path.
-    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
-    t = await startTestServer({}, { spanStore: store }, dir);
-    ({ orgId } = await t.newKey('acme'));
-    ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
-  });
-  afterAll(async () => {
-    await ctx?.close();
-    await t?.close();
-    fs.rmSync(out, { recursive: true, force: true });
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('writes every column of the spans table, one row per span, in Parquet, CSV and NDJSON, exactly', async () => {
-    await store.insertLines(lines(orgId, 400), 400);
-    await store.insertLines(lines('org_other', 40), 40);
-    const window = { org: 'acme', from: '2026-10-01', to: '2026-10-31' };
-    const progress: [number, number][] = [];
-    const pq = await exportSpans(ctx, { ...window, format: 'parquet', out: path.join(out, 'a.parquet') }, (n, total) => progress.push([n, total]));
-    expect(pq.rows).toBe(400);
-    expect(progress.at(-1)).toEqual([400, 400]);
-    const back = await readParquet(pq.file);
-    expect(back).toEqual({
-      n: 400,
-      total: formatDecimal(parseDecimal(costs.total_cost) * 400n),
-      columns: SPAN_COLUMNS.map(([n]) => n),
-      text: 'a "quoted", multi\nline ✓ text',
-    });
-    // No work files are left beside the output.
-    expect(fs.readdirSync(out)).toEqual(['a.parquet']);
-
-    const csv = await exportSpans(ctx, { ...window, format: 'csv', out: path.join(out, 'a.csv') });
-    expect(csv.rows).toBe(400);
-    const db = await DuckDBInstance.create(':memory:');
-    onTestFinished(() => db.closeSync());
-    const c = await db.connect();
-    const [fromCsv] = (
-      await c.runAndReadAll(
-        `SELECT count(*)::INTEGER AS n, CAST(sum(total_cost::DECIMAL(38,18)) AS VARCHAR) AS t FROM read_csv('${csv.file}', header = true, all_varchar = true)`,
-      )
-    ).getRowObjectsJson();
-    expect(fromCsv).toEqual({ n: 400, t: '500.000000000000000400' });
-    expect(fs.readFileSync(csv.file, 'utf8').split('\n')[0]).toBe(SPAN_COLUMNS.map(([n]) => n).join(','));
-
-    const nd = await exportSpans(ctx, { ...window, format: 'ndjson', out: path.join(out, 'a.ndjson') });
-    const first = JSON.parse(fs.readFileSync(nd.file, 'utf8').split('\n')[0] ?? '{}') as Record<string, unknown>;
-    expect(Object.keys(first)).toEqual(SPAN_COLUMNS.map(([n]) => n));
-    expect(first).toMatchObject({ org_id: orgId, total_cost: costs.total_cost, input: 'a "quoted", multi\nline ✓ text' });
-    c.closeSync();
-  });
-
-  it('holds memory flat: the CLI process exporting 200,000 spans (300 MB of text) peaks as one exporting 20,000', async () => {
-    const big = 'x'.repeat(1500);
-    const { orgId: small } = await t.newKey('small');
-    const { orgId: large } = await t.newKey('large');
-    await store.insertLines(lines(small, 20_000, big), 20_000);
-    for (let i = 0; i < 10; i++) await store.insertLines(lines(large, 20_000, big, `b${i}`), 20_000);
-    const peak = async (org: string) => {
-      const file = path.join(out, `${org}.parquet`);
-      const { stderr } = await run(
-        '/usr/bin/time',
-        ['-f', 'peak %M', process.execPath, CLI, 'export', '--org', org, '--from', '2026-10-01', '--to', '2026-10-31', '--format', 'parquet', '--out', file],
-        {
-          env: { ...process.env, DATA_DIR: t.dir },
-          maxBuffer: 1 << 24,
-        },
-      );
-      return { kb: Number(/peak (\d+)/.exec(stderr)?.[1]), rows: (await readParquet(file)).n };
-    };
-    const a = await peak('small');
-    const b = await peak('large');
-    expect([a.rows, b.rows]).toEqual([20_000, 200_000]);
-    // 10x the rows (300 MB of text): the same memory within 64 MB (measured: 270 and 300 MB).
-    expect(b.kb - a.kb).toBeLessThan(64 * 1024);
-    expect(b.kb).toBeLessThan(450 * 1024);
-  }, 180_000);
-});
-
 /**
  * FOCUS 1.2 (FinOps-Open-Cost-and-Usage-Spec/FOCUS_Spec at tag v1.2,
  * specification/columns/*.md): every Mandatory column with its data type and
@@ -245,19 +159,18 @@ async function duck<T = Record<string, unknown>>(sql: string): Promise<T[]> {
   }
 }
 
-describe('FOCUS chargeback export (DuckDB, through the running server)', () => {
+describe("export of an org's spans (DuckDB, through the running server)", () => {
   let t: TestServer;
   let ctx: CliContext;
   let store: DuckDbSpanStore;
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-focus-'));
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-focus-data-'));
+  let orgId = '';
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-export-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-export-data-'));
   beforeAll(async () => {
+    // The server's own store, given to it: the test writes rows through the store's insert path.
     store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb') });
     t = await startTestServer({}, { spanStore: store }, dir);
-    const { orgId } = await t.newKey('acme');
-    const pricing = await createPricing(t.keys, {});
-    const rows = chargeable(orgId, pricing.price);
-    await store.insertLines(Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows.length);
+    ({ orgId } = await t.newKey('acme'));
     ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
   });
   afterAll(async () => {
@@ -267,9 +180,77 @@ describe('FOCUS chargeback export (DuckDB, through the running server)', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('writes every column of the spans table, one row per span, in Parquet, CSV and NDJSON, exactly', async () => {
+    await store.insertLines(lines(orgId, 400), 400);
+    await store.insertLines(lines('org_other', 40), 40);
+    const window = { org: 'acme', from: '2026-10-01', to: '2026-10-31' };
+    const progress: [number, number][] = [];
+    const pq = await exportSpans(ctx, { ...window, format: 'parquet', out: path.join(out, 'a.parquet') }, (n, total) => progress.push([n, total]));
+    expect(pq.rows).toBe(400);
+    expect(progress.at(-1)).toEqual([400, 400]);
+    const back = await readParquet(pq.file);
+    expect(back).toEqual({
+      n: 400,
+      total: formatDecimal(parseDecimal(costs.total_cost) * 400n),
+      columns: SPAN_COLUMNS.map(([n]) => n),
+      text: 'a "quoted", multi\nline ✓ text',
+    });
+    // No work files are left beside the output.
+    expect(fs.readdirSync(out)).toEqual(['a.parquet']);
+
+    const csv = await exportSpans(ctx, { ...window, format: 'csv', out: path.join(out, 'a.csv') });
+    expect(csv.rows).toBe(400);
+    const db = await DuckDBInstance.create(':memory:');
+    onTestFinished(() => db.closeSync());
+    const c = await db.connect();
+    const [fromCsv] = (
+      await c.runAndReadAll(
+        `SELECT count(*)::INTEGER AS n, CAST(sum(total_cost::DECIMAL(38,18)) AS VARCHAR) AS t FROM read_csv('${csv.file}', header = true, all_varchar = true)`,
+      )
+    ).getRowObjectsJson();
+    expect(fromCsv).toEqual({ n: 400, t: '500.000000000000000400' });
+    expect(fs.readFileSync(csv.file, 'utf8').split('\n')[0]).toBe(SPAN_COLUMNS.map(([n]) => n).join(','));
+
+    const nd = await exportSpans(ctx, { ...window, format: 'ndjson', out: path.join(out, 'a.ndjson') });
+    const first = JSON.parse(fs.readFileSync(nd.file, 'utf8').split('\n')[0] ?? '{}') as Record<string, unknown>;
+    expect(Object.keys(first)).toEqual(SPAN_COLUMNS.map(([n]) => n));
+    expect(first).toMatchObject({ org_id: orgId, total_cost: costs.total_cost, input: 'a "quoted", multi\nline ✓ text' });
+    c.closeSync();
+  });
+
+  it('holds memory flat: the CLI process exporting 200,000 spans (300 MB of text) peaks as one exporting 20,000', async () => {
+    const big = 'x'.repeat(1500);
+    const { orgId: small } = await t.newKey('small');
+    const { orgId: large } = await t.newKey('large');
+    await store.insertLines(lines(small, 20_000, big), 20_000);
+    for (let i = 0; i < 10; i++) await store.insertLines(lines(large, 20_000, big, `b${i}`), 20_000);
+    const peak = async (org: string) => {
+      const file = path.join(out, `${org}.parquet`);
+      const { stderr } = await run(
+        '/usr/bin/time',
+        ['-f', 'peak %M', process.execPath, CLI, 'export', '--org', org, '--from', '2026-10-01', '--to', '2026-10-31', '--format', 'parquet', '--out', file],
+        {
+          env: { ...process.env, DATA_DIR: t.dir },
+          maxBuffer: 1 << 24,
+        },
+      );
+      return { kb: Number(/peak (\d+)/.exec(stderr)?.[1]), rows: (await readParquet(file)).n };
+    };
+    const a = await peak('small');
+    const b = await peak('large');
+    expect([a.rows, b.rows]).toEqual([20_000, 200_000]);
+    // 10x the rows (300 MB of text): the same memory within 64 MB (measured: 270 and 300 MB).
+    expect(b.kb - a.kb).toBeLessThan(64 * 1024);
+    expect(b.kb).toBeLessThan(450 * 1024);
+  }, 180_000);
+
   it("writes FOCUS 1.2's required columns of their types, CSV and Parquet; unit price times quantity is the cost; the costs are usage's", async () => {
-    const window = { org: 'acme', month: '2026-10' };
-    const csv = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'acme.csv') });
+    const { orgId: focusOrg } = await t.newKey('focus');
+    const pricing = await createPricing(t.keys, {});
+    const priced = chargeable(focusOrg, pricing.price);
+    await store.insertLines(Buffer.from(priced.map((r) => encodeRow(r) + '\n').join('')), priced.length);
+    const window = { org: 'focus', month: '2026-10' };
+    const csv = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'focus.csv') });
     const rows = await duck<Record<string, string | null>>(`SELECT * FROM read_csv('${csv.file}', header = true, all_varchar = true)`);
     expect(rows.length).toBe(csv.rows);
     const header = fs.readFileSync(csv.file, 'utf8').split('\n')[0]?.split(',') ?? [];
@@ -324,7 +305,7 @@ describe('FOCUS chargeback export (DuckDB, through the running server)', () => {
     expect(rows.find((r) => r.SkuId === 'openai/gpt-4o/input')).toMatchObject({ PricingUnit: '1000000 Tokens', ListUnitPrice: '2.5', ConsumedUnit: 'Tokens' });
     expect(rows.find((r) => r.ServiceName === 'in-house-llm')).toMatchObject({ ListCost: '0', ListUnitPrice: '0', x_PriceSource: null });
 
-    const pq = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'acme.parquet') });
+    const pq = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'focus.parquet') });
     expect(pq.rows).toBe(csv.rows);
     const types = Object.fromEntries(
       (await duck<{ column_name: string; column_type: string }>(`DESCRIBE SELECT * FROM read_parquet('${pq.file}')`)).map((c) => [
@@ -341,8 +322,8 @@ describe('FOCUS chargeback export (DuckDB, through the running server)', () => {
     );
     expect({ n: back?.n, billed: formatDecimal(parseDecimal(back?.billed ?? '0')), nulls: back?.nulls }).toEqual({ n: csv.rows, billed: total, nulls: 0 });
     // No work files are left beside the outputs.
-    expect(fs.readdirSync(out).sort()).toEqual(['acme.csv', 'acme.parquet']);
-    await expect(exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'acme.xlsx') })).rejects.toThrow(/name it \.csv or \.parquet/);
+    expect(fs.readdirSync(out).filter((f) => f.startsWith('focus') || f.startsWith('.ti-export-'))).toEqual(['focus.csv', 'focus.parquet']);
+    await expect(exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'focus.xlsx') })).rejects.toThrow(/name it \.csv or \.parquet/);
   });
 
   it('prints no warning exporting a month of rows with each writer (no MaxListenersExceededWarning)', async () => {

@@ -38,6 +38,13 @@ import { postWebhook } from './webhook-post.js';
 
 const DAY_MS = 86_400_000;
 const erasedKey = (orgId: string, customerId: string) => `${orgId}\u0000${customerId}`;
+/**
+ * A model's spend (for its anomalies) is read again at most every this many
+ * checks (a minute at the default BUDGET_CHECK_MS), or on a new day, and only
+ * when the org's spend today moved: an anomaly is a matter of the day, not of
+ * seconds. Every check reads the spend by customer.
+ */
+const MODEL_READ_CHECKS = 12;
 
 export interface BudgetStatus {
   budgetUsd: string | null;
@@ -126,6 +133,8 @@ export class BudgetWatcher {
   private readonly history = new Map<string, { day: string; errorPct: string | null; errorMonths: number }>();
   /** Customers erased while this process runs: never a metric label again. */
   private readonly erased = new Set<string>();
+  /** Each org's spend by model (for model anomalies), as last read, and when (monotonic ms). */
+  private readonly models = new Map<string, { snap: SpendSnapshot; at: number }>();
   /** Orgs asked about through GET /v1/budget lately: kept fresh too. */
   private readonly asked = new Map<string, number>();
   private readonly now: () => number;
@@ -211,7 +220,11 @@ export class BudgetWatcher {
     this.budgets = await this.store.list();
     const now = this.now();
     for (const [org, at] of this.asked) if (now - at > 10 * 60_000) this.asked.delete(org);
-    for (const org of this.spend.keys()) if (!this.asked.has(org) && !this.budgets.some((b) => b.orgId === org)) this.spend.delete(org);
+    for (const org of this.spend.keys())
+      if (!this.asked.has(org) && !this.budgets.some((b) => b.orgId === org)) {
+        this.spend.delete(org);
+        this.models.delete(org);
+      }
     const orgs = new Set([...this.budgets.map((b) => b.orgId), ...this.asked.keys()]);
     let recorded = 0;
     for (const orgId of orgs) {
@@ -296,7 +309,7 @@ export class BudgetWatcher {
     if (this.anomaly.factor <= 0n) return 0;
     const orgId = budgets[0]?.orgId ?? '';
     const orgBudget = governing(budgets, orgId, '');
-    const models = orgBudget === undefined ? undefined : await readSpend(this.spans, orgId, now, 'model');
+    const models = orgBudget === undefined ? undefined : await this.modelSpend(orgId, now, s.total.today);
     const found: { b: BudgetRecord; customer: string; model: string; today: bigint; baseline: bigint }[] = [];
     for (const [customer, g] of s.groups) {
       const a = customer === '' ? undefined : anomalyOf(g.days, g.today, this.anomaly);
@@ -325,6 +338,16 @@ export class BudgetWatcher {
       if (await this.record(alert)) n++;
     }
     return n;
+  }
+
+  /** An org's spend by model: read again on a new day, or when the org's spend today moved and MODEL_READ_CHECKS checks have passed. */
+  private async modelSpend(orgId: string, now: number, today: bigint): Promise<SpendSnapshot> {
+    const seen = this.models.get(orgId);
+    const fresh = seen !== undefined && seen.snap.day === new Date(now).toISOString().slice(0, 10);
+    if (fresh && (seen.snap.total.today === today || performance.now() - seen.at < MODEL_READ_CHECKS * this.opts.checkMs)) return seen.snap;
+    const snap = await readSpend(this.spans, orgId, now, 'model');
+    this.models.set(orgId, { snap, at: performance.now() });
+    return snap;
   }
 
   private updateGauges(): void {

@@ -169,44 +169,32 @@ export interface SpendSnapshot {
 
 /**
  * Reads an org's spend by customer (or model): the month's, today's, and the
- * 14 days before today per group. Whole UTC days only, so the rollups answer
- * whatever the number of spans.
+ * 14 days before today per group, in one read of the daily rollup (whole UTC
+ * days, so the rollups answer whatever the number of spans): one query costs
+ * less than a month's and a day's report apart (bench/budget-check.js).
  */
 export async function readSpend(store: SpanStore, orgId: string, now: number, by: Extract<GroupBy, 'customer' | 'model'>): Promise<SpendSnapshot> {
   const today = dayStart(now);
   const d = new Date(now);
   const monthFrom = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
   const monthTo = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-  const [month, todays, perDay] = await Promise.all([
-    usageReport(store, { orgId, from: monthFrom, to: monthTo, by }),
-    usageReport(store, { orgId, from: today, to: today + DAY_MS, by }),
-    dailyCosts(store, { orgId, from: today - RATE_DAYS * DAY_MS, to: today, by }),
-  ]);
-  const groups = new Map<string, GroupSpend>();
-  const group = (g: string): GroupSpend => {
-    let s = groups.get(g);
-    if (s === undefined) groups.set(g, (s = { month: 0n, today: 0n, days: Array.from({ length: RATE_DAYS }, () => 0n) }));
-    return s;
-  };
-  const total: GroupSpend = { month: 0n, today: 0n, days: Array.from({ length: RATE_DAYS }, () => 0n) };
-  for (const r of month) {
-    const c = parseDecimal(r.costs.total_cost);
-    group(r.group).month = c;
-    total.month += c;
-  }
-  for (const r of todays) {
-    const c = parseDecimal(r.costs.total_cost);
-    group(r.group).today = c;
-    total.today += c;
-  }
   const first = today - RATE_DAYS * DAY_MS;
-  for (const r of perDay) {
-    const i = Math.round((Date.parse(`${r.day}T00:00:00Z`) - first) / DAY_MS);
-    if (i < 0 || i >= RATE_DAYS) continue;
+  // Days after today count in the month too (spans may start in the future), as `usage --month` counts them.
+  const rows = await dailyCosts(store, { orgId, from: Math.min(first, monthFrom), to: Math.max(monthTo, today + DAY_MS), by });
+  const blank = (): GroupSpend => ({ month: 0n, today: 0n, days: Array.from({ length: RATE_DAYS }, () => 0n) });
+  const groups = new Map<string, GroupSpend>();
+  const total = blank();
+  for (const r of rows) {
+    const t = Date.parse(`${r.day}T00:00:00Z`);
     const c = parseDecimal(r.cost);
-    const days = group(r.group).days;
-    days[i] = (days[i] ?? 0n) + c;
-    total.days[i] = (total.days[i] ?? 0n) + c;
+    let g = groups.get(r.group);
+    if (g === undefined) groups.set(r.group, (g = blank()));
+    for (const s of [g, total]) {
+      if (t >= monthFrom && t < monthTo) s.month += c;
+      if (t === today) s.today += c;
+      const i = Math.round((t - first) / DAY_MS);
+      if (i >= 0 && i < RATE_DAYS) s.days[i] = (s.days[i] ?? 0n) + c;
+    }
   }
   return { month: dayText(now).slice(0, 7), day: dayText(now), total, groups, readAt: now };
 }
