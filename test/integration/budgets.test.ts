@@ -237,7 +237,7 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
   });
 
   it("the most specific budget governs a customer: alerts, GET /v1/budget, the SDK and the console say the customer's own", async () => {
-    const { key } = await t.newKey('rule-org');
+    const { key } = await t.newKey('rule-org', undefined, ['ingest', 'budget:read']);
     const hook = await receiver();
     hook.addSecret((await setBudget(ctx, { org: 'rule-org', allCustomers: true, monthlyUsd: '3', alertAt: '50,80,100', webhook: hook.url })).secret);
     hook.addSecret((await setBudget(ctx, { org: 'rule-org', customer: 'vip', monthlyUsd: '5', alertAt: '50,80,100', webhook: hook.url })).secret);
@@ -282,7 +282,7 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
   });
 
   it('budgets events: "delivered" stays empty without a webhook; "attempts" counts the POSTs made', async () => {
-    const { key } = await t.newKey('events-org');
+    const { key } = await t.newKey('events-org', undefined, ['ingest', 'budget:read']);
     const hook = await receiver();
     // The org's budget has no webhook; the customer's posts to a receiver that fails twice, then takes it.
     await setBudget(ctx, { org: 'events-org', monthlyUsd: '1', alertAt: '100' });
@@ -308,7 +308,7 @@ describe('budgets and spend alerts (SQLite, DuckDB)', () => {
   });
 
   it('the month-end forecast: `usage`, GET /v1/budget, the SDK and the console give the same figures', async () => {
-    const { key, orgId } = await t.newKey('forecast-org');
+    const { key, orgId } = await t.newKey('forecast-org', undefined, ['ingest', 'budget:read']);
     await setBudget(ctx, { org: 'forecast-org', monthlyUsd: '40', alertAt: '100' });
     const now = Date.now();
     // A complete day of spend (yesterday) and some today, for two customers.
@@ -439,7 +439,7 @@ describe('alerts of where the month is heading, on a set day (SQLite, DuckDB)', 
   });
 
   it('projected to exceed, once a month; spend anomalies of a customer and a model, once a day: signed, to the same webhooks', async () => {
-    const { key, orgId } = await t.newKey('heading');
+    const { key, orgId } = await t.newKey('heading', undefined, ['ingest', 'budget:read']);
     const hook = await receiver();
     hook.addSecret((await setBudget(ctx, { org: 'heading', monthlyUsd: '50', alertAt: '100', webhook: hook.url })).secret);
     hook.addSecret((await setBudget(ctx, { org: 'heading', allCustomers: true, monthlyUsd: '27', alertAt: '100', webhook: hook.url })).secret);

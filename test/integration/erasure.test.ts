@@ -12,7 +12,9 @@ import { createContext } from '@trace-ingest/cli/program-context';
 import { budgetEvents, setBudget } from '@trace-ingest/cli/actions/budgets';
 import { createConsoleToken } from '@trace-ingest/cli/actions/console';
 import { auditList, erase } from '@trace-ingest/cli/actions/lifecycle';
-import { CUSTOMER_TABLES, openBudgets } from '@trace-ingest/store/budgets';
+import { openBudgets } from '@trace-ingest/store/budgets';
+import { CUSTOMER_TABLES } from '@trace-ingest/store/customer-erasure';
+import { secretBoxFor } from '@trace-ingest/store/secret-box';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
@@ -137,12 +139,14 @@ describe('erasure of a customer reaches every table (SQLite control store, DuckD
   });
 
   it('leaves no row naming the customer: spans, rollups, trace table, top lists, alerts, budgets, the server memory', async () => {
-    const { key } = await t.newKey('erasing');
+    const { key } = await t.newKey('erasing', undefined, ['ingest', 'budget:read']);
     const ctx = createContext(loadConfig({ DATA_DIR: t.dir }));
     onTestFinished(() => ctx.close());
     // Budgets that name the customer, and alerts of both customers (no webhook: kept, never posted).
     await setBudget(ctx, { org: 'erasing', customer: ERASED, monthlyUsd: '0.5', alertAt: '50,100' });
     await setBudget(ctx, { org: 'erasing', allCustomers: true, monthlyUsd: '0.5', alertAt: '100' });
+    // A key that reads the budgets of the two customers only.
+    await t.keys.createKey({ orgName: 'erasing', scopes: ['budget:read'], customers: [ERASED, KEPT] });
     expect((await t.post(payload(Date.now()), { key })).status).toBe(202);
     await t.server.flush();
     const orgId = (await t.keys.getOrg('erasing'))?.id ?? '';
@@ -186,15 +190,15 @@ describe('erasure of a customer reaches every table (SQLite control store, DuckD
       ).toBe(true);
 
     const done = await erase(ctx, { org: 'erasing', kind: 'customer', id: ERASED, dryRun: false, actor: 'ops@test' });
-    expect(done).toMatchObject({ spans: 6, traces: 3, budgetRows: expect.any(Number) as unknown });
-    expect(done.budgetRows).toBeGreaterThanOrEqual(3);
+    expect(done).toMatchObject({ spans: 6, traces: 3, controlRows: expect.any(Number) as unknown });
+    expect(done.controlRows).toBeGreaterThanOrEqual(3);
 
     expect(unreached(spanCols, SPAN_TABLES_ERASED)).toEqual([]);
     expect(unreached(controlCols, CONTROL_TABLES_ERASED)).toEqual([]);
     expect(await whereFound(spanCols, countSpans, ERASED)).toEqual([]);
     expect(await whereFound(controlCols, countControl, ERASED)).toEqual([]);
     // The other customer is all there; the audit log keeps a digest only.
-    expect((await whereFound(controlCols, countControl, KEPT)).sort()).toEqual(['budget_events.customer_id']);
+    expect((await whereFound(controlCols, countControl, KEPT)).sort()).toEqual(['api_keys.customers', 'budget_events.customer_id']);
     expect(await whereFound(spanCols, countSpans, KEPT)).toContain('customers_daily.customer_id');
     expect((await auditList(ctx, { org: 'erasing' }))[0]?.target).toMatch(/^customer sha256:[0-9a-f]{16}$/);
     // The server's memory: the budget API and the console no longer know the customer's spend.
@@ -255,7 +259,9 @@ describe('erasure of a customer reaches every table (PostgreSQL control store, C
     const window = { orgId: org.id, from: today - 5 * DAY, to: today + DAY };
     await usageReport(store, { ...window, by: 'trace', limit: 10 });
     // Alerts of both customers, of every kind, and the erased customer's own budget.
-    const budgets = await openBudgets({ sqliteFile: path.join(dir, 'unused.sqlite'), databaseUrl: dbUrl });
+    // Webhook secrets are sealed with a key every process of a PostgreSQL install shares.
+    const config = loadConfig({ DATA_DIR: dir, DATABASE_URL: dbUrl, CLICKHOUSE_URL: clickhouseUrl, SECRETS_KEY: randomBytes(32).toString('base64') });
+    const budgets = await openBudgets({ sqliteFile: config.sqliteFile, databaseUrl: dbUrl, secrets: secretBoxFor(config) });
     await budgets.start();
     onTestFinished(() => budgets.close());
     const own = (await budgets.set({ orgId: org.id, customerId: ERASED, monthlyUsd: '5', alertAt: [100], webhookUrl: null })).budget;
@@ -266,6 +272,7 @@ describe('erasure of a customer reaches every table (PostgreSQL control store, C
     await budgets.record({ ...alert, budgetId: own.id, customerId: ERASED, kind: 'projected', detail: { projectedUsd: '9', crossesOn: null } });
     await budgets.record({ ...alert, budgetId: own.id, customerId: ERASED, kind: 'anomaly', day: `${month}-02`, detail: { baselineUsd: '1' } });
     await budgets.record({ ...alert, budgetId: all.id, customerId: KEPT });
+    await keys.createKey({ orgName: 'erasing', scopes: ['budget:read'], customers: [KEPT, ERASED] });
 
     const spanCols = await spanColumns(store, database);
     const countSpans = async (table: string, cond: string, params: unknown[]) =>
@@ -282,10 +289,10 @@ describe('erasure of a customer reaches every table (PostgreSQL control store, C
     ])
       expect(before).toContain(c);
 
-    const ctx = createContext(loadConfig({ DATA_DIR: dir, DATABASE_URL: dbUrl, CLICKHOUSE_URL: clickhouseUrl }));
+    const ctx = createContext(config);
     onTestFinished(() => ctx.close());
     const done = await erase(ctx, { org: 'erasing', kind: 'customer', id: ERASED, dryRun: false, actor: 'ops@test' });
-    expect(done).toMatchObject({ spans: 6, traces: 3, budgetRows: 4 });
+    expect(done).toMatchObject({ spans: 6, traces: 3, controlRows: 5 });
 
     const { rows: cols } = await client.query<{ t: string; c: string }>(
       'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = $1',
@@ -300,6 +307,6 @@ describe('erasure of a customer reaches every table (PostgreSQL control store, C
     expect(await whereFound(spanCols, countSpans, ERASED)).toEqual([]);
     expect(await whereFound(controlCols, countControl, ERASED)).toEqual([]);
     expect(await whereFound(spanCols, countSpans, KEPT)).toContain('spans.customer_id');
-    expect(await whereFound(controlCols, countControl, KEPT)).toEqual(['budget_events.customer_id']);
+    expect((await whereFound(controlCols, countControl, KEPT)).sort()).toEqual(['api_keys.customers', 'budget_events.customer_id']);
   });
 });

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { openControlDriver } from './console-tokens.js';
+import { eraseCustomerRows } from './customer-erasure.js';
 import type { ControlDriver } from './control-store.js';
 import type { SecretBox } from './secret-box.js';
 import { newWebhookSecret, rotateWebhookSecret, sealWebhookSecrets, signingSecrets, type StoredWebhookSecrets } from './webhook-secrets.js';
@@ -103,16 +104,6 @@ const EVENT_COLUMNS = `e.id AS id, e.budget_id AS "budgetId", e.org_id AS "orgId
   e.model_id AS "modelId", e.month AS month, e.day AS day, e.threshold AS threshold, e.spent_usd AS "spentUsd", e.budget_usd AS "budgetUsd",
   e.detail AS detail, e.created_at AS "createdAt", e.attempts AS attempts, e.next_attempt_at AS "nextAttemptAt", e.delivered_at AS "deliveredAt",
   e.delivery AS delivery, e.last_error AS "lastError"`;
-
-/**
- * The control-store tables that name a customer, and the column that does:
- * an erasure of a customer deletes their rows (test/integration/erasure.test.ts
- * fails when a table with a customer column is missing here).
- */
-export const CUSTOMER_TABLES: readonly { table: string; column: string }[] = [
-  { table: 'budget_events', column: 'customer_id' },
-  { table: 'budgets', column: 'customer_id' },
-];
 
 const toBudget = (r: BudgetRow): BudgetRecord => ({
   ...r,
@@ -340,20 +331,12 @@ export class Budgets {
   }
 
   /**
-   * Erases what names a customer of an org: its alerts (their figures and
-   * delivery records) and its own budget. Returns the rows removed (or, dry,
-   * that would be).
+   * Erases what names a customer of an org in the control store (its alerts,
+   * its own budget, its id in keys limited to named customers: see
+   * customer-erasure.ts). Returns the rows deleted or changed (or, dry, that would be).
    */
-  async eraseCustomer(orgId: string, customerId: string, dryRun: boolean): Promise<{ budgetRows: number }> {
-    let n = 0;
-    for (const t of CUSTOMER_TABLES) {
-      const where = `org_id = ? AND ${t.column} = ?`;
-      const rows = dryRun
-        ? await this.driver.all<{ n: number }>(`SELECT count(*) AS n FROM ${t.table} WHERE ${where}`, [orgId, customerId])
-        : (await this.driver.all<{ id: string }>(`DELETE FROM ${t.table} WHERE ${where} RETURNING id`, [orgId, customerId])).map(() => ({ n: 1 }));
-      n += rows.reduce((a, r) => a + Number(r.n), 0);
-    }
-    return { budgetRows: n };
+  async eraseCustomer(orgId: string, customerId: string, dryRun: boolean): Promise<{ controlRows: number }> {
+    return { controlRows: await eraseCustomerRows(this.driver, orgId, customerId, dryRun) };
   }
 
   async failed(id: string, owner: string, error: string, nextAttemptAt: number): Promise<void> {

@@ -98,14 +98,15 @@ export interface EraseInput {
  * running server when there is one (it writes the audit entry, and forgets
  * what it holds of the customer), else on the store the CLI opens. A
  * customer's erasure also reaches the control store: its alerts (figures and
- * delivery records) and its own budget, after its spans, so no budget check
+ * delivery records), its own budget and its id in keys limited to named
+ * customers, after its spans, so no budget check
  * finds them again afterwards.
  */
-export async function erase(ctx: CliContext, input: EraseInput): Promise<EraseCounts & { budgetRows: number; dryRun: boolean; org: string }> {
+export async function erase(ctx: CliContext, input: EraseInput): Promise<EraseCounts & { controlRows: number; dryRun: boolean; org: string }> {
   const org = await requireOrg(ctx, input.org);
   const access = await openSpanAccess(ctx, { preferServer: true });
   const counts = await access.erase(org.id, { kind: input.kind, id: input.id }, input.dryRun, input.actor ?? currentActor());
-  const control = input.kind === 'customer' ? await withBudgets(ctx, (b) => b.eraseCustomer(org.id, input.id, input.dryRun)) : { budgetRows: 0 };
+  const control = input.kind === 'customer' ? await withBudgets(ctx, (b) => b.eraseCustomer(org.id, input.id, input.dryRun)) : { controlRows: 0 };
   return { ...counts, ...control, dryRun: input.dryRun, org: org.name };
 }
 

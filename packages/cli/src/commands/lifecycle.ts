@@ -103,7 +103,7 @@ export function registerLifecycle(program: Command, orgs: Command, run: Runner):
         const r = await erase(ctx, { org: o.org, kind, id, dryRun: o.dryRun === true });
         if (o.json === true) printJson(out, r);
         else {
-          const budgets = kind === 'customer' ? `, ${r.budgetRows} budget rows (alerts, its own budget)` : '';
+          const budgets = kind === 'customer' ? `, ${r.controlRows} control-store rows (alerts, its own budget, keys limited to it)` : '';
           const what = `${r.spans} spans in ${r.traces} traces, ${r.rollupRows} rollup rows${budgets} of ${kind} ${id} (org ${r.org})`;
           out.out(r.dryRun ? `would erase ${what}; run again without --dry-run to erase` : `erased ${what}; recorded in the audit log`);
         }
