@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { root } from './procs.js';
+import { median } from './report.js';
 import { prng } from './workloads.js';
 import { traces } from './realistic.js';
 
@@ -32,11 +33,6 @@ function options(argv) {
   if (!(o.rows > 0) || !(o.runs > 0)) throw new Error('--rows and --runs take positive numbers');
   return o;
 }
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** Median wall and CPU ms of `runs` calls, after one call not counted (caches warm). */
 async function measure(fn, runs) {
