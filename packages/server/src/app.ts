@@ -1,16 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import {
-  BadRequestError,
-  ForbiddenError,
-  InternalError,
-  MethodNotAllowedError,
-  NotFoundError,
-  otlpAnswer,
-  TiError,
-  refusalReason,
-} from '@trace-ingest/shared/errors';
+import { BadRequestError, ForbiddenError, InternalError, MethodNotAllowedError, NotFoundError, otlpAnswer, TiError } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
 import { CUSTOMER_TEXT } from '@trace-ingest/shared/fields';
 import { ROUTES } from '@trace-ingest/shared/routes';
@@ -18,6 +8,7 @@ import type { BudgetAnswer } from './budgets.js';
 import { ingestHandler } from './ingest.js';
 import type { Metrics } from './metrics.js';
 import { otlpTracesHandler, type OtlpDeps } from './otlp.js';
+import { logFailure, refused, requestId } from './pipeline.js';
 import { OTLP_TRACES_PATH, requestFormat, type OtlpCodec } from './otlp-codec.js';
 
 export interface AppDeps extends OtlpDeps {
@@ -31,7 +22,6 @@ export interface AppDeps extends OtlpDeps {
 
 /** The ingest listener's routes, as their metric label (anything else is `other`). */
 const ROUTE_LABELS = new Set(ROUTES.filter((r) => r.listener === 'ingest').map((r) => r.path));
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The HTTP surface. Every answer that is not a 2xx is JSON with an `error` string. */
 export function createApp(deps: AppDeps): express.Express {
@@ -115,8 +105,7 @@ export function createApp(deps: AppDeps): express.Express {
 function requestLog(logger: Logger, metrics: Metrics) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = performance.now();
-    const given = req.headers['x-request-id'];
-    const reqId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    const reqId = requestId(req.headers['x-request-id']);
     res.locals.reqId = reqId;
     res.setHeader('X-Request-Id', reqId);
     res.once('finish', () => {
@@ -148,12 +137,8 @@ function requestLog(logger: Logger, metrics: Metrics) {
  */
 function noteError(e: TiError, err: unknown, req: Request, res: Response, logger: Logger, metrics: Metrics): void {
   res.locals.errorCode = e.code;
-  if (e.httpCode >= 500) logger.error({ reqId: res.locals.reqId as string, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
-  if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
-  if (isIngestRoute(req)) {
-    metrics.requests.inc({ status: String(e.httpCode), code: e.code });
-    metrics.batchesRejected.inc({ reason: refusalReason(e.code) });
-  }
+  logFailure(logger, e, err, res.locals.reqId as string);
+  if (isIngestRoute(req)) refused(metrics, e);
   // A body cut off at the limit, or never read, must not be read further: close after answering.
   if (e.httpCode === 413 || !req.complete) res.setHeader('Connection', 'close');
 }

@@ -12,9 +12,9 @@ const inflaters: Record<string, (buf: Buffer, opts: zlib.ZlibOptions) => Promise
 };
 
 /** Rejects a declared length over the limit before a byte is read. */
-export function checkDeclaredLength(req: IncomingMessage, limit: number): void {
-  const h = req.headers['content-length'];
-  if (h === undefined) return;
+export function checkDeclaredLength(headers: Readonly<Record<string, string | string[] | undefined>>, limit: number): void {
+  const h = headers['content-length'];
+  if (typeof h !== 'string') return;
   const n = Number(h);
   if (Number.isFinite(n) && n > limit) throw new PayloadTooLargeError(limit);
 }

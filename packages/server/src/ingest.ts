@@ -4,7 +4,7 @@ import { validateIngest } from '@trace-ingest/shared/validate';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import { checkContentType } from './body.js';
 import { exceedsDepth, MAX_JSON_DEPTH } from './json-depth.js';
-import { accepted, admit, encodeTraces, receive, type EncodedBatch, type IngestDeps } from './pipeline.js';
+import { accepted, admit, encodeTraces, httpCaller, receive, type EncodedBatch, type IngestDeps } from './pipeline.js';
 
 /**
  * POST /ingest, in the order of checks of the v1 contract:
@@ -15,7 +15,7 @@ import { accepted, admit, encodeTraces, receive, type EncodedBatch, type IngestD
 export function ingestHandler(deps: IngestDeps) {
   return async (req: Request, res: Response): Promise<void> => {
     const started = performance.now();
-    const { key, now } = await admit(req, res, deps);
+    const { key, now } = await admit(httpCaller(req, res), deps);
 
     // 4. Read, parse and validate; 5. price; 6. buffer. The memory slot (see
     // `receive`) covers the body's life until the write log holds it.

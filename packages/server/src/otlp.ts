@@ -3,7 +3,8 @@ import { ValidationError } from '@trace-ingest/shared/errors';
 import { mapExportRequest, type MappedTraces, type OtlpMappingOptions } from '@trace-ingest/shared/otlp-genai';
 import type { Trace } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
-import { accepted, admit, encodeTraces, receive, type EncodedBatch, type IngestDeps } from './pipeline.js';
+import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
+import { accepted, admit, encodeTraces, httpCaller, receive, type EncodedBatch, type IngestDeps } from './pipeline.js';
 import { requestFormat, UnsupportedMediaTypeError, type OtlpCodec, type OtlpFormat } from './otlp-codec.js';
 
 export interface OtlpDeps extends IngestDeps {
@@ -17,33 +18,56 @@ export interface OtlpDeps extends IngestDeps {
  * 202 is; the rows go to the same spans table, deduplicated the same way.
  */
 export function otlpTracesHandler(deps: OtlpDeps) {
-  const { codec, mapping } = deps.otlp;
+  const { codec } = deps.otlp;
   return async (req: Request, res: Response): Promise<void> => {
     const started = performance.now();
-    const { key, now } = await admit(req, res, deps);
+    const { key, now } = await admit(httpCaller(req, res), deps);
 
     const ct = req.headers['content-type'];
     const format = requestFormat(ct);
     if (format === undefined) throw new UnsupportedMediaTypeError((ct ?? '').split(';')[0]?.trim() ?? '');
 
-    const { body, release } = await receive(req, deps);
-    let mapped: MappedTraces;
-    let batch: EncodedBatch;
-    try {
-      const decoded = codec.decodeRequest(body, format);
-      mapped = mapExportRequest(decoded, mapping);
-      const traces = validTraces(mapped);
-      batch = await encodeTraces(traces, deps, key, now);
-      if (batch.rows > 0) await deps.log.append(batch.lines, batch.rows);
-    } finally {
-      release();
-    }
-    if (batch.rows > 0) await accepted(deps, key, batch, now, started, '200');
-    else deps.metrics.requests.inc({ status: '200', code: '' });
-
-    const message = mapped.rejected > 0 ? `${mapped.rejected} span${mapped.rejected === 1 ? '' : 's'} rejected; ${mapped.rejectReasons.join('; ')}` : '';
-    send(res, format, 200, codec.encodeResponse(format, mapped.rejected, message));
+    const { rejected, message } = await storeOtlp(await receive(req, deps), format, deps, key, now, started, '200');
+    send(res, format, 200, codec.encodeResponse(format, rejected, message));
   };
+}
+
+/** What an ExportTraceServiceResponse says: the spans rejected (partial_success) and why. */
+export interface OtlpOutcome {
+  rejected: number;
+  message: string;
+}
+
+/**
+ * The OTLP steps after admission, the same on every transport (OTLP/HTTP and
+ * OTLP/gRPC): decode → map → validate → price → write log (fsync'd) →
+ * counted as accepted. `received.release` frees the body's memory slot once
+ * the write log holds the batch. Resolves only once the batch is durable.
+ */
+export async function storeOtlp(
+  received: { body: Buffer; release: () => void },
+  format: OtlpFormat,
+  deps: OtlpDeps,
+  key: ResolvedKey,
+  now: number,
+  started: number,
+  status: string,
+): Promise<OtlpOutcome> {
+  let mapped: MappedTraces;
+  let batch: EncodedBatch;
+  try {
+    const decoded = deps.otlp.codec.decodeRequest(received.body, format);
+    mapped = mapExportRequest(decoded, deps.otlp.mapping);
+    const traces = validTraces(mapped);
+    batch = await encodeTraces(traces, deps, key, now);
+    if (batch.rows > 0) await deps.log.append(batch.lines, batch.rows);
+  } finally {
+    received.release();
+  }
+  if (batch.rows > 0) await accepted(deps, key, batch, now, started, status);
+  else deps.metrics.requests.inc({ status, code: '' });
+  const message = mapped.rejected > 0 ? `${mapped.rejected} span${mapped.rejected === 1 ? '' : 's'} rejected; ${mapped.rejectReasons.join('; ')}` : '';
+  return { rejected: mapped.rejected, message };
 }
 
 /**

@@ -1,13 +1,14 @@
+import { randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { DrainingError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
+import { DrainingError, refusalReason, ServiceUnavailableError, TiError } from '@trace-ingest/shared/errors';
 import { encodeSpanLine, encodeTraceHead } from '@trace-ingest/shared/rows';
 import { compiledPolicyFor } from '@trace-ingest/shared/content-policy';
 import { retentionCuts } from '@trace-ingest/shared/lifecycle';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import type { Pricing } from '@trace-ingest/store/pricing';
-import type { Authenticator } from './auth.js';
+import type { AuthOptions, Authenticator, CredentialSource } from './auth.js';
 import { checkDeclaredLength, decodeBody, isCompressed, readBody, receiveBody, type BodySlots } from './body.js';
 import type { Flusher } from './flusher.js';
 import type { Metrics } from './metrics.js';
@@ -48,31 +49,56 @@ export interface IngestDeps {
 }
 
 /**
- * Steps 1-3 of every ingest route (size → key → rate limit and quota). Key
- * and limits need only headers, so they run before the body is read.
+ * Who sends a batch, as `admit` needs it: the credential's source (an HTTP
+ * request, or a gRPC call's metadata as headers), and for the key check the
+ * client's address (the failed-authentication limit), the listener, and the
+ * status of a key without the ingest scope. `onKey` learns the key as soon as
+ * it is known, so a refusal by the limits is logged under it.
  */
-export async function admit(req: Request, res: Response, deps: IngestDeps): Promise<{ key: ResolvedKey; now: number }> {
+export interface Caller {
+  credentials: CredentialSource;
+  auth: AuthOptions;
+  onKey?: (key: ResolvedKey) => void;
+}
+
+/**
+ * Steps 1-3 of every ingest route (size → key → rate limit and quota), on
+ * any transport: key and limits need only the headers (gRPC: the metadata),
+ * so they run before the body is read.
+ */
+export async function admit(caller: Caller, deps: IngestDeps): Promise<{ key: ResolvedKey; now: number }> {
   if (deps.isDraining()) throw new DrainingError();
   const refusal = deps.refusal?.();
   if (refusal !== undefined) throw new ServiceUnavailableError(refusal, 5);
 
-  // 1. Size, by the declared length (a chunked body is counted while read).
-  checkDeclaredLength(req, deps.maxBodyBytes);
+  // 1. Size, by the declared length (a chunked body, or a gRPC message, is counted while read).
+  checkDeclaredLength(caller.credentials.headers, deps.maxBodyBytes);
 
-  // 2. Key, with the ingest scope (POST /ingest answers a key it does not take with 401, as the contract says).
-  const key = await deps.auth.authenticate(req, 'ingest', {
-    client: req.ip,
-    listener: 'ingest',
-    forbiddenStatus: req.path === '/ingest' ? 401 : 403,
-  });
-  res.locals.keyPrefix = key.prefix;
-  res.locals.orgId = key.orgId;
+  // 2. Key, with the ingest scope.
+  const key = await deps.auth.authenticate(caller.credentials, 'ingest', caller.auth);
+  caller.onKey?.(key);
 
   // 3. Per-key rate limit, then the org's monthly quota.
   const now = Date.now();
   await deps.limiter.consume(key.keyId, key.rateLimitRps);
   await deps.quota.check(key.orgId, key.monthlySpans, now);
   return { key, now };
+}
+
+/**
+ * An HTTP request as the caller of `admit`: POST /ingest answers a key
+ * without the ingest scope with 401, as the contract says (403 elsewhere);
+ * the request's log line names the key (its prefix, never the key) and org.
+ */
+export function httpCaller(req: Request, res: Response): Caller {
+  return {
+    credentials: req,
+    auth: { client: req.ip, listener: 'ingest', forbiddenStatus: req.path === '/ingest' ? 401 : 403 },
+    onKey: (key) => {
+      res.locals.keyPrefix = key.prefix;
+      res.locals.orgId = key.orgId;
+    },
+  };
 }
 
 /** After the write log holds a batch: wake the flusher, count it against the quota, record the metrics. */
@@ -89,6 +115,25 @@ export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: Encode
   }
   deps.metrics.requestDuration.observe((performance.now() - started) / 1000);
   deps.metrics.requests.inc({ status, code: '' });
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The id of a request's log line: the caller's `x-request-id` when it is a plain token, else a new one. */
+export function requestId(given: unknown): string {
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** The log line of a failure that is ours (5xx), on any route and transport; the caller's own (4xx) are in its request line. */
+export function logFailure(logger: Logger, e: TiError, err: unknown, reqId: string): void {
+  if (e.httpCode >= 500) logger.error({ reqId, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
+}
+
+/** A batch refused on any ingest route or transport: the refusal metrics, by the catalog's status and reason. */
+export function refused(metrics: Metrics, e: TiError): void {
+  if (e.code === 'TI_ERR_BUFFER_FULL') metrics.bufferFull.inc();
+  metrics.requests.inc({ status: String(e.httpCode), code: e.code });
+  metrics.batchesRejected.inc({ reason: refusalReason(e.code) });
 }
 
 /** Below this declared size a body is received without a slot. */
