@@ -1,10 +1,10 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OtlpCodec, type OtlpFormat } from '@trace-ingest/server/otlp-codec';
+import { OtlpCodec, type OtlpFormat } from '../../packages/server/src/otlp-codec.js';
 import { CONVENTIONS } from '@trace-ingest/shared/otlp-conventions';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
+import { expectedRowsOf, familyFixtures, loadFixtures as load, OTLP_FIXTURES as DIR, usageFixtures } from './support/otlp-documents.js';
 
 /**
  * Golden OTLP JSON documents: one per alias family of
@@ -14,15 +14,7 @@ import { startTestServer, type TestServer } from './support/ingest-server.js';
  * applies, as the protobuf encoding of the same document.
  */
 
-const DIR = path.resolve(import.meta.dirname, '../fixtures/otlp');
-const FAMILIES = path.resolve(import.meta.dirname, '../../packages/shared/src/otlp/conventions');
 const codec = new OtlpCodec();
-
-interface UsageFixture {
-  description: string;
-  request: unknown;
-  expect: { rows: Record<string, unknown>[] };
-}
 
 interface ErrorFixture {
   description: string;
@@ -39,14 +31,6 @@ interface ErrorFixture {
     padAttributeChars?: number;
   };
   expect: { status: number; grpcCode?: number; retryAfter?: boolean; message?: string; rejectedSpans?: number; rows?: number };
-}
-
-function load<T>(dir: string, suffix = '.json'): [string, T][] {
-  return fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith(suffix))
-    .sort()
-    .map((f) => [f.slice(0, -suffix.length), JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as T]);
 }
 
 const CONTENT_TYPE: Record<OtlpFormat, string> = { json: 'application/json', protobuf: 'application/x-protobuf' };
@@ -73,10 +57,9 @@ describe('golden OTLP documents: usage alias families', () => {
   });
   afterAll(async () => t.close());
 
-  // One golden document beside each instrumentation family's module, and the cases that cut across families.
-  const usage = [...load<UsageFixture>(FAMILIES, '.golden.json'), ...load<UsageFixture>(path.join(DIR, 'usage'))];
+  const usage = usageFixtures();
   it('has a golden document for every registered family', () => {
-    expect(load<UsageFixture>(FAMILIES, '.golden.json').map(([n]) => n)).toEqual(CONVENTIONS.map((c) => c.name).sort());
+    expect(familyFixtures().map(([n]) => n)).toEqual(CONVENTIONS.map((c) => c.name).sort());
   });
   for (const [name, fx] of usage) {
     for (const format of ['json', 'protobuf'] as const) {
@@ -91,26 +74,12 @@ describe('golden OTLP documents: usage alias families', () => {
         expect(await decodeAnswer(res, format)).toEqual({});
         const rows = await t.spans('SELECT * FROM spans WHERE org_id = ? ORDER BY span_id', [orgId]);
         expect(rows).toHaveLength(fx.expect.rows.length);
-        for (const want of fx.expect.rows) {
-          const got = rows.find((r) => r.span_id === want.span_id);
-          expect(got, `row of span ${String(want.span_id)}`).toBeDefined();
-          const shown: Record<string, unknown> = {};
-          for (const k of Object.keys(want)) shown[k] = normalize(got?.[k]);
-          expect(shown).toEqual(want);
-        }
+        const { got, want } = expectedRowsOf(fx, rows);
+        expect(got).toEqual(want);
       });
     }
   }
 });
-
-/** Store values as the fixtures write them: BIGINTs as numbers, decimals with their 18 digits, lists as arrays. */
-function normalize(v: unknown): unknown {
-  if (typeof v === 'bigint') return Number(v);
-  if (Array.isArray(v)) return v.map((x) => (typeof x === 'bigint' ? Number(x) : x));
-  if (v !== null && typeof v === 'object' && 'toString' in v) return String(v);
-  if (typeof v === 'string' && /^-?\d+$/.test(v) && v.length > 0 && v.length < 16) return Number(v);
-  return v;
-}
 
 describe('golden OTLP documents: every answer of POST /v1/traces', () => {
   const servers = new Map<string, TestServer>();
