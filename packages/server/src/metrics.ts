@@ -8,7 +8,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly requests = new Counter({
     name: 'trace_ingest_requests_total',
-    help: 'Batches (POST /ingest and POST /v1/traces) by HTTP status and error code',
+    help: 'Batches (POST /ingest, POST /v1/traces and OTLP/gRPC) by HTTP status (on OTLP/gRPC, the status the catalog gives the error) and error code',
     labelNames: ['status', 'code'] as const,
     registers: [this.registry],
   });
@@ -30,9 +30,17 @@ export class Metrics {
     labelNames: ['listener'] as const,
     registers: [this.registry],
   });
+  readonly grpcRequests = new Counter({
+    name: 'trace_ingest_grpc_requests_total',
+    help: 'OTLP/gRPC calls by method and gRPC status code',
+    labelNames: ['method', 'code'] as const,
+    registers: [this.registry],
+  });
   readonly batchesRejected = new Counter({
     name: 'trace_ingest_batches_rejected_total',
-    help: 'Batches (POST /ingest and POST /v1/traces) refused, by reason (size, auth, rate_limit, quota, validation, aborted, draining, buffer_full, error)',
+    help:
+      'Batches (POST /ingest, POST /v1/traces and OTLP/gRPC) refused, by reason ' +
+      '(size, auth, rate_limit, quota, validation, aborted, draining, buffer_full, error)',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
@@ -66,7 +74,7 @@ export class Metrics {
   });
   readonly requestDuration = new Histogram({
     name: 'trace_ingest_request_duration_seconds',
-    help: 'Batch latency (POST /ingest and POST /v1/traces), accepted requests',
+    help: 'Batch latency (POST /ingest, POST /v1/traces and OTLP/gRPC), accepted requests',
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [this.registry],
   });

@@ -49,14 +49,17 @@ export function requestFormat(contentType: string | undefined): OtlpFormat | und
 type Obj = Record<string, unknown>;
 
 export class OtlpCodec {
+  /** The gRPC path of TraceService/Export, from the vendored service definition. */
+  readonly exportPath: string;
   private readonly request: protobuf.Type;
   private readonly response: protobuf.Type;
   private readonly status: protobuf.Type;
+  private readonly retryInfo: protobuf.Type;
 
   constructor(protoDir = PROTO_DIR) {
     const root = new protobuf.Root();
     root.resolvePath = (_origin, target) => path.join(protoDir, target);
-    root.loadSync(['opentelemetry/proto/collector/trace/v1/trace_service.proto', 'google/rpc/status.proto']);
+    root.loadSync(['opentelemetry/proto/collector/trace/v1/trace_service.proto', 'google/rpc/status.proto', 'google/rpc/error_details.proto']);
     // AnyValue without its oneof accessor. protobufjs gives every message of a
     // oneof a `value` setter that deletes the other members, and the decoder
     // calls it for each attribute value: the deletes cost more than the rest of
@@ -76,11 +79,17 @@ export class OtlpCodec {
     this.request = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
     this.response = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse');
     this.status = root.lookupType('google.rpc.Status');
+    this.retryInfo = root.lookupType('google.rpc.RetryInfo');
+    const service = root.lookupService('opentelemetry.proto.collector.trace.v1.TraceService');
+    const exportMethod = service.methods.Export;
+    if (exportMethod === undefined) throw new Error('the vendored trace_service.proto has no TraceService/Export');
+    this.exportPath = `/${service.fullName.slice(1)}/${exportMethod.name}`;
     // protobufjs generates each type's decoder on first use: do it now, not on the first request.
     this.decodeRequest(this.encodeRequestFromJson(WARM_UP), 'protobuf');
     this.decodeRequest(Buffer.from(JSON.stringify(WARM_UP)), 'json');
     this.encodeResponse('protobuf', 1, 'warm-up');
     this.encodeStatus('protobuf', GRPC.INTERNAL, 'warm-up');
+    this.encodeGrpcStatusDetails(GRPC.UNAVAILABLE, 'warm-up', 1);
   }
 
   decodeRequest(body: Buffer, format: OtlpFormat): OtlpExportRequest {
@@ -122,6 +131,32 @@ export class OtlpCodec {
   encodeStatus(format: OtlpFormat, grpcCode: number, message: string): Buffer | string {
     if (format === 'json') return JSON.stringify({ code: grpcCode, message, details: [], error: message });
     return Buffer.from(this.status.encode(this.status.fromObject({ code: grpcCode, message })).finish());
+  }
+
+  /**
+   * The google.rpc.Status of a gRPC answer's `grpc-status-details-bin`
+   * trailer, with a RetryInfo detail when a retry delay is given.
+   */
+  encodeGrpcStatusDetails(grpcCode: number, message: string, retryDelaySeconds?: number): Buffer {
+    const details =
+      retryDelaySeconds === undefined
+        ? []
+        : [
+            {
+              type_url: `type.googleapis.com/${this.retryInfo.fullName.slice(1)}`,
+              value: this.retryInfo.encode(this.retryInfo.fromObject({ retryDelay: { seconds: retryDelaySeconds } })).finish(),
+            },
+          ];
+    return Buffer.from(this.status.encode(this.status.fromObject({ code: grpcCode, message, details })).finish());
+  }
+
+  /** For tests: a `grpc-status-details-bin` trailer as its code, message and RetryInfo delay in seconds (if any). */
+  decodeGrpcStatusDetails(bytes: Uint8Array): { code: number; message: string; retryDelaySeconds?: number } {
+    const s = this.status.decode(bytes) as unknown as { code: number; message: string; details: { type_url: string; value: Uint8Array }[] };
+    const retry = s.details.find((d) => d.type_url === `type.googleapis.com/${this.retryInfo.fullName.slice(1)}`);
+    if (retry === undefined) return { code: s.code, message: s.message };
+    const info = this.retryInfo.toObject(this.retryInfo.decode(retry.value), { longs: Number }) as { retryDelay?: { seconds?: number } };
+    return { code: s.code, message: s.message, retryDelaySeconds: info.retryDelay?.seconds ?? 0 };
   }
 
   /** For tests and the benchmark: the protobuf bytes of an OTLP JSON document. */

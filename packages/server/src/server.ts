@@ -18,8 +18,9 @@ import { createControlStore, createSpanStore } from '@trace-ingest/store/open-st
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { AdminServer } from './admin.js';
-import { createApp } from './app.js';
+import { createApp, type AppDeps } from './app.js';
 import { OtlpCodec } from './otlp-codec.js';
+import { OtlpGrpcServer } from './otlp-grpc.js';
 import { Authenticator } from './auth.js';
 import { AuthFailures } from './auth-failures.js';
 import { createMetricsApp } from './metrics-app.js';
@@ -85,9 +86,10 @@ function listen(server: http.Server, port: number, host: string, variable = 'POR
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 /**
- * One ingest process: stores, write log, flusher and the HTTP listener.
- * Shutdown order: stop accepting (503 for the drain grace), let in-flight
- * requests finish, close the listener, flush, close the stores.
+ * One ingest process: stores, write log, flusher, the HTTP listener and, when
+ * configured, the OTLP/gRPC one. Shutdown order: stop accepting (503, gRPC
+ * UNAVAILABLE, for the drain grace), let in-flight requests finish, close the
+ * listeners, flush, close the stores.
  */
 /**
  * DuckDB's own default is 80% of RAM, which it fills with cached blocks and keeps:
@@ -110,6 +112,7 @@ export class IngestServer {
   private log: WriteLog | undefined;
   private flusher: Flusher | undefined;
   private http: http.Server | undefined;
+  private otlpGrpc: OtlpGrpcServer | undefined;
   private metricsHttp: http.Server | undefined;
   private consoleHttp: http.Server | undefined;
   private consoleTokens: ConsoleTokens | undefined;
@@ -142,6 +145,11 @@ export class IngestServer {
   /** The /metrics listener's port. */
   get metricsPort(): number {
     return (this.metricsHttp?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** The OTLP/gRPC listener's port; 0 when OTLP_GRPC_PORT is unset. */
+  get otlpGrpcPort(): number {
+    return this.otlpGrpc?.port ?? 0;
   }
 
   /** The console listener's port; 0 when CONSOLE_PORT is unset. */
@@ -262,7 +270,8 @@ export class IngestServer {
     this.diskReporter.start();
 
     const disk = new DiskSpace(c.dataDir, c.DISK_RESERVE_BYTES);
-    const app = createApp({
+    // One set of parts for every ingest transport: the HTTP routes and OTLP/gRPC share slots, limits and the write log.
+    const deps: AppDeps = {
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
       minBodyBytesPerSec: c.BODY_MIN_BYTES_PER_SEC,
       auth: new Authenticator(keyStore, this.authFailures),
@@ -288,6 +297,7 @@ export class IngestServer {
         await spanStore.ping();
         const problem = this.log?.writeProblem ?? this.flusher?.storeProblem() ?? disk.problem();
         if (problem !== undefined) throw new Error(problem);
+        await this.otlpGrpc?.check();
         const log = this.log;
         // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
         if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
@@ -296,7 +306,8 @@ export class IngestServer {
       refusal: () => spanStore.problem?.() ?? disk.problem(),
       textRetentionDays: c.TEXT_RETENTION_DAYS,
       budget: (orgId, customer) => watcher.answer(orgId, customer),
-    });
+    };
+    const app = createApp(deps);
     this.apps.ingest = app;
     // Never on the ingest port: the metrics name orgs and models (and customers, when allowed).
     const metricsApp = createMetricsApp({
@@ -376,6 +387,16 @@ export class IngestServer {
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket));
     this.http = server;
     await listen(server, c.PORT, c.HOST);
+    if (c.OTLP_GRPC_PORT !== undefined) {
+      this.otlpGrpc = new OtlpGrpcServer(deps, {
+        port: c.OTLP_GRPC_PORT,
+        host: c.HOST,
+        maxStreams: c.OTLP_GRPC_MAX_STREAMS,
+        receiveTimeoutMs: c.REQUEST_TIMEOUT_MS,
+      });
+      await this.otlpGrpc.start();
+      this.logger.info({ port: this.otlpGrpcPort, host: c.HOST }, 'OTLP/gRPC listening (TraceService/Export)');
+    }
     this.logger.info(
       { port: this.port, host: c.HOST, spanStore: spanStore.kind, keyStore: keyStore.kind, durability: c.INGEST_DURABILITY },
       'trace-ingest listening',
@@ -432,21 +453,27 @@ export class IngestServer {
     return this.shutdownPromise;
   }
 
+  private async closeHttp(): Promise<void> {
+    const server = this.http;
+    if (server?.listening !== true) return;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    server.closeAllConnections();
+    await closed;
+  }
+
   private async doShutdown(): Promise<void> {
     const c = this.config;
     this.draining = true;
     // After a failed start nothing was accepted: there is nothing to drain, only what was opened to close.
     const listening = this.http?.listening === true;
-    if (listening) this.logger.info({ graceMs: c.DRAIN_GRACE_MS }, 'draining: new batches get 503');
-    if (listening && this.http !== undefined) {
+    if (listening) {
+      this.logger.info({ graceMs: c.DRAIN_GRACE_MS }, 'draining: new batches get 503 (OTLP/gRPC: UNAVAILABLE)');
       await sleep(c.DRAIN_GRACE_MS);
-      const server = this.http;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
-      server.closeAllConnections();
-      await closed;
     }
+    // Both listeners stop together, each letting its requests in flight finish.
+    await Promise.all([this.closeHttp(), this.otlpGrpc?.close(c.DRAIN_TIMEOUT_MS)]);
     if (this.metricsHttp !== undefined) {
       const m = this.metricsHttp;
       await new Promise<void>((resolve) => {

@@ -132,6 +132,10 @@ export const ConfigSchema = z.object({
   /** OTLP span or resource attributes read, in order, for a trace's customer id and session id. */
   OTLP_CUSTOMER_ATTRIBUTES: attributeList('enduser.id,user.id'),
   OTLP_SESSION_ATTRIBUTES: attributeList('session.id,gen_ai.conversation.id'),
+  /** OTLP/gRPC (TraceService/Export) on its own listener, on HOST (4317 by convention); off when unset. 0 picks a free port. */
+  OTLP_GRPC_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** Calls one OTLP/gRPC connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a client queues the rest. */
+  OTLP_GRPC_MAX_STREAMS: int(32, 1),
   TRACE_INGEST_INIT_ORG: optionalString,
   TRACE_INGEST_INIT_API_KEY: optionalString,
 });

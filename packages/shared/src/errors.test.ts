@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as errors from './errors.js';
-import { ERROR_CODES, GRPC, otlpAnswer, type ErrorCode, TiError, refusalReason } from './errors.js';
+import { ERROR_CODES, GRPC, otlpAnswer, otlpGrpcAnswer, type ErrorCode, TiError, refusalReason } from './errors.js';
 import { buildOpenApiDocument, publicErrorCodes } from './openapi.js';
 
 const README = fs.readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
@@ -96,6 +96,26 @@ describe('error code catalog', () => {
     expect(otlpAnswer(new errors.UsageError('x'))).toEqual({ http: 400, grpc: GRPC.INVALID_ARGUMENT });
     expect(otlpAnswer(new errors.ForbiddenError('ingest'))).toEqual({ http: 403, grpc: GRPC.PERMISSION_DENIED });
     expect(new errors.ForbiddenError('ingest', 'x', { status: 401 }).httpCode).toBe(401);
+  });
+
+  it('gives OTLP/gRPC a code its exporters retry exactly when the error says when to come back', () => {
+    // The OTLP specification's table: retried are CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE,
+    // UNAVAILABLE, DATA_LOSS, and RESOURCE_EXHAUSTED only with a RetryInfo detail.
+    const retried = (a: { code: number; retryDelaySeconds?: number }) =>
+      [1, 4, 10, 11, 14, 15].includes(a.code) || (a.code === GRPC.RESOURCE_EXHAUSTED && a.retryDelaySeconds !== undefined);
+    expect(otlpGrpcAnswer(new errors.RateLimitedError(2.2, 5))).toEqual({ code: GRPC.UNAVAILABLE, retryDelaySeconds: 3 });
+    expect(otlpGrpcAnswer(new errors.DrainingError())).toEqual({ code: GRPC.UNAVAILABLE, retryDelaySeconds: 1 });
+    expect(otlpGrpcAnswer(new errors.BufferFullError(4))).toEqual({ code: GRPC.UNAVAILABLE, retryDelaySeconds: 4 });
+    expect(otlpGrpcAnswer(new errors.QuotaExceededError(1))).toEqual({ code: GRPC.RESOURCE_EXHAUSTED });
+    expect(otlpGrpcAnswer(new errors.UnauthorizedError())).toEqual({ code: GRPC.UNAUTHENTICATED });
+    expect(otlpGrpcAnswer(new errors.PayloadTooLargeError(10))).toEqual({ code: GRPC.INVALID_ARGUMENT });
+    for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) {
+      if (ERROR_CODES[code].surface !== 'ingest') continue;
+      // A code the catalog sends with a Retry-After is retried over gRPC, and paced by it.
+      const after = new TiError(code, 'x', { headers: { 'Retry-After': '2' } });
+      if ([429, 503].includes(ERROR_CODES[code].otlp?.[0] ?? 0)) expect(otlpGrpcAnswer(after), code).toEqual({ code: GRPC.UNAVAILABLE, retryDelaySeconds: 2 });
+      else expect(retried(otlpGrpcAnswer(after)), code).toBe(false);
+    }
   });
 
   it('has no code spelled out by hand outside errors.ts', () => {

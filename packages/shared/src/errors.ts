@@ -3,6 +3,7 @@ import type { ValidationIssue } from './schema.js';
 /** The google.rpc.Code values OTLP answers carry. */
 export const GRPC = {
   INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
   NOT_FOUND: 5,
   PERMISSION_DENIED: 7,
   RESOURCE_EXHAUSTED: 8,
@@ -89,6 +90,21 @@ export function otlpAnswer(e: TiError): { http: number; grpc: number } {
   const otlp = ERROR_CODES[e.code].otlp;
   if (otlp !== undefined) return { http: otlp[0], grpc: otlp[1] };
   return { http: e.httpCode, grpc: e.httpCode >= 500 ? GRPC.INTERNAL : GRPC.INVALID_ARGUMENT };
+}
+
+/**
+ * How OTLP/gRPC answers an error. What OTLP/HTTP exporters retry (429, 502,
+ * 503, 504) is UNAVAILABLE, which gRPC exporters retry, with the
+ * `Retry-After` delay as the status's RetryInfo detail (the specification's
+ * throttling answer); everything else keeps the Status code of POST
+ * /v1/traces, so a used-up quota (403 there) stays RESOURCE_EXHAUSTED without
+ * RetryInfo, final by the OTLP specification.
+ */
+export function otlpGrpcAnswer(e: TiError): { code: number; retryDelaySeconds?: number } {
+  const { http, grpc } = otlpAnswer(e);
+  if (![429, 502, 503, 504].includes(http)) return { code: grpc };
+  const after = Number(e.headers['Retry-After']);
+  return Number.isFinite(after) && after > 0 ? { code: GRPC.UNAVAILABLE, retryDelaySeconds: after } : { code: GRPC.UNAVAILABLE };
 }
 
 export interface TiErrorOptions {
