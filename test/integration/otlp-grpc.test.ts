@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import http2 from 'node:http2';
+import net from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
@@ -238,7 +239,7 @@ describe('OTLP/gRPC drain', () => {
         await real.refresh();
       },
     });
-    const t = await startTestServer({ OTLP_GRPC_PORT: '0', DRAIN_GRACE_MS: '3000' }, { pricing }, dir);
+    const t = await startTestServer({ OTLP_GRPC_PORT: '0', DRAIN_GRACE_MS: '1500' }, { pricing }, dir);
     const { key, orgId } = await t.newKey();
     holding = true;
     const inFlight = exportOnce(grpcExporter(t, key), await recordedRun('svc-in-flight'));
@@ -252,6 +253,15 @@ describe('OTLP/gRPC drain', () => {
     const ready = await fetch(`${t.url}/readyz`);
     expect(ready.status).toBe(503);
 
+    // After the grace the listener stops accepting connections; the call held since before it still runs.
+    const port = t.server.otlpGrpcPort;
+    const accepts = () =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect({ host: '127.0.0.1', port }, () => (s.destroy(), resolve(true)));
+        s.once('error', () => resolve(false));
+      });
+    for (let i = 0; i < 200 && (await accepts()); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await accepts()).toBe(false);
     hold();
     expect((await inFlight).code).toBe(0);
     await shutdown;

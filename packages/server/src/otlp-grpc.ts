@@ -79,7 +79,7 @@ export class OtlpGrpcServer {
       'grpc.max_connection_age_ms': age,
       // A call already running when its connection reaches its age may take as long as any request may.
       'grpc.max_connection_age_grace_ms': opts.receiveTimeoutMs,
-      'grpc.enable_channelz': 0,
+      // grpc.enable_channelz is left on: forceShutdown (the drain's bound) ends only the connections channelz tracks.
       interceptors: [(method, call) => (method.path === this.path ? this.intercept(call) : new grpc.ServerInterceptingCall(call))],
     });
     const pass = (b: Buffer): Buffer => b;
