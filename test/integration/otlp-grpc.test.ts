@@ -392,6 +392,12 @@ describe('OTLP/gRPC limits and answers', () => {
     expect(small.error).toBeUndefined();
   });
 
+  it('refuses a bad key on the metadata alone, without waiting for the message', async () => {
+    const { trailers } = rawStream(t.server.otlpGrpcPort, { authorization: 'Bearer ti_' + 'z'.repeat(43) });
+    // Not the answer to a message that did not arrive within REQUEST_TIMEOUT_MS: the key decides first.
+    expect((await trailers)['grpc-status']).toBe(String(GRPC.UNAUTHENTICATED));
+  });
+
   it('checks the key before it reads the message', async () => {
     const answer = await rawExport(t.server.otlpGrpcPort, padded(70 * 1024), { authorization: 'Bearer ti_' + 'y'.repeat(43) });
     expect(statusOf(answer.error).code).toBe(GRPC.UNAUTHENTICATED);
