@@ -1,4 +1,5 @@
 import type { IngestPayload, Span, Trace } from '@trace-ingest/shared/schema';
+import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 
 /** Payload factories: pass the fields a test cares about, get a valid v1 object. */
 
@@ -36,5 +37,23 @@ export function makeBulkPayload(traces: number, spansPerTrace: number, spanParti
   return {
     version: 'v1',
     traces: Array.from({ length: traces }, () => makeTrace({ spans: Array.from({ length: spansPerTrace }, () => makeSpan(spanPartial)) })),
+  };
+}
+
+/** A resolved API key as the key store returns it: an ingest key on a plan far from its limits, no content policy. */
+export function makeResolvedKey(key: string, partial: Partial<ResolvedKey> = {}): ResolvedKey {
+  return {
+    keyId: 'key_1',
+    prefix: key.slice(0, 12),
+    orgId: 'org_1',
+    orgName: 'acme',
+    planName: 'default',
+    monthlySpans: 1000,
+    rateLimitRps: 1000,
+    contentPolicy: null,
+    textDays: null,
+    scopes: ['ingest'],
+    customers: null,
+    ...partial,
   };
 }

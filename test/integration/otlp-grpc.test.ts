@@ -5,7 +5,6 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
-import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { CompressionAlgorithm } from '@opentelemetry/otlp-exporter-base';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -17,6 +16,8 @@ import { GRPC } from '@trace-ingest/shared/errors';
 import { OtlpCodec } from '../../packages/server/src/otlp-codec.js';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
+import { exportCall } from '../grpc-client.js';
+import { agentRun } from './support/agent-run.js';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 import { expectedRowsOf, loadFixtures, normalize, OTLP_FIXTURES, readableSpans, usageFixtures, type OtlpDocument } from './support/otlp-documents.js';
 
@@ -28,7 +29,6 @@ import { expectedRowsOf, loadFixtures, normalize, OTLP_FIXTURES, readableSpans, 
  * misbehaving client is needed.
  */
 
-const NOON = Date.UTC(2026, 0, 15, 12, 0, 0);
 const codec = new OtlpCodec();
 const EXPORT = codec.exportPath;
 
@@ -59,40 +59,12 @@ async function calls(t: TestServer, status: string): Promise<number> {
   return values.filter((v) => v.labels.code === status).reduce((n, v) => n + v.value, 0);
 }
 
-/** An agent run with one chat call and one failing tool call, as in the OTLP/HTTP exporter test. */
+/** The agent run of the OTLP/HTTP exporter test, its finished spans kept to be exported as often as a test likes. */
 async function recordedRun(service: string): Promise<ReadableSpan[]> {
   const mem = new InMemorySpanExporter();
   const p = new NodeTracerProvider({ resource: resourceFromAttributes({ 'service.name': service }), spanProcessors: [new SimpleSpanProcessor(mem)] });
   onTestFinished(() => p.shutdown());
-  const tracer = p.getTracer('otlp-grpc-test');
-  const root = tracer.startSpan('invoke_agent support-bot', {
-    startTime: NOON,
-    attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'support-bot', 'session.id': 'sess-1', 'enduser.id': 'cust-42' },
-  });
-  const ctx = trace.setSpan(context.active(), root);
-  const chat = tracer.startSpan(
-    'chat gpt-4o',
-    {
-      startTime: NOON + 10,
-      attributes: {
-        'gen_ai.operation.name': 'chat',
-        'gen_ai.provider.name': 'openai',
-        'gen_ai.request.model': 'gpt-4o',
-        'gen_ai.response.model': 'gpt-4o-2024-08-06',
-        'gen_ai.usage.input_tokens': 1234,
-        'gen_ai.usage.cache_read.input_tokens': 1000,
-        'gen_ai.usage.output_tokens': 567,
-        'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'Où est ma commande ?' }] }]),
-        'gen_ai.output.messages': JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: 'En route.' }] }]),
-      },
-    },
-    ctx,
-  );
-  chat.end(NOON + 810);
-  const tool = tracer.startSpan('execute_tool lookup_order', { startTime: NOON + 820, attributes: { 'gen_ai.operation.name': 'execute_tool' } }, ctx);
-  tool.setStatus({ code: SpanStatusCode.ERROR, message: 'order service timed out' });
-  tool.end(NOON + 900);
-  root.end(NOON + 1000);
+  await agentRun(p);
   return mem.getFinishedSpans();
 }
 
@@ -274,35 +246,8 @@ describe('OTLP/gRPC drain', () => {
 });
 
 /** A raw client of TraceService/Export: bytes in, bytes out, any compression or metadata. */
-function rawExport(port: number, body: Buffer, metadata: Record<string, string>, options: grpc.ClientOptions = {}) {
-  const Client = grpc.makeGenericClientConstructor(
-    {
-      Export: {
-        path: EXPORT,
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (b: Buffer) => b,
-        requestDeserialize: (b: Buffer) => b,
-        responseSerialize: (b: Buffer) => b,
-        responseDeserialize: (b: Buffer) => b,
-      },
-    },
-    'TraceService',
-  );
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), options);
-  const md = new grpc.Metadata();
-  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
-  return new Promise<{ error?: grpc.ServiceError; response?: Buffer }>((resolve) => {
-    (client as unknown as { Export: (b: Buffer, m: grpc.Metadata, cb: (e: grpc.ServiceError | null, r?: Buffer) => void) => void }).Export(
-      body,
-      md,
-      (error, response) => {
-        client.close();
-        resolve(error === null ? { response } : { error });
-      },
-    );
-  });
-}
+const rawExport = (port: number, body: Buffer, metadata: Record<string, string>, options: grpc.ClientOptions = {}) =>
+  exportCall(`127.0.0.1:${port}`, EXPORT, body, metadata, options);
 
 /** An HTTP/2 stream of Export that sends what a test tells it to, as a broken or hostile client would. */
 function rawStream(port: number, headers: Record<string, string>) {

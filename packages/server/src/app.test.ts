@@ -16,7 +16,7 @@ import {
 import { DEFAULT_OTLP_MAPPING } from '@trace-ingest/shared/otlp-genai';
 import { UNPRICED } from '@trace-ingest/shared/rows';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
-import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
+import { makePayload, makeResolvedKey, makeSpan, makeTrace } from '../../../test/factories.js';
 import { createApp, errorMiddleware, type AppDeps } from './app.js';
 import { presentedKey } from './auth.js';
 import { BodySlots } from './body.js';
@@ -29,19 +29,7 @@ import { MemoryRateLimiter } from './rate-limit.js';
 // The real server with its real parts is tested in test/integration/.
 
 const KEY = 'ti_' + 'k'.repeat(43);
-const RESOLVED: ResolvedKey = {
-  keyId: 'key_1',
-  prefix: KEY.slice(0, 12),
-  orgId: 'org_1',
-  orgName: 'acme',
-  planName: 'default',
-  monthlySpans: 1000,
-  rateLimitRps: 1000,
-  contentPolicy: null,
-  textDays: null,
-  scopes: ['ingest'],
-  customers: null,
-};
+const RESOLVED: ResolvedKey = makeResolvedKey(KEY);
 
 interface Harness {
   url: string;

@@ -5,7 +5,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { BufferFullError, GRPC, UnauthorizedError } from '@trace-ingest/shared/errors';
 import { DEFAULT_OTLP_MAPPING } from '@trace-ingest/shared/otlp-genai';
 import { UNPRICED } from '@trace-ingest/shared/rows';
-import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
+import { exportCall } from '../../../test/grpc-client.js';
+import { makeResolvedKey } from '../../../test/factories.js';
 import { presentedKey } from './auth.js';
 import { BodySlots } from './body.js';
 import { Metrics } from './metrics.js';
@@ -18,17 +19,7 @@ import { MemoryRateLimiter } from './rate-limit.js';
 // sockets. The real server with the real exporter is in test/integration/otlp-grpc.test.ts.
 
 const KEY = 'ti_' + 'g'.repeat(43);
-const RESOLVED: ResolvedKey = {
-  keyId: 'key_g',
-  prefix: KEY.slice(0, 12),
-  orgId: 'org_g',
-  orgName: 'acme',
-  planName: 'default',
-  monthlySpans: 1000,
-  rateLimitRps: 1000,
-  contentPolicy: null,
-  textDays: null,
-};
+const RESOLVED = makeResolvedKey(KEY, { keyId: 'key_g', orgId: 'org_g' });
 const codec = new OtlpCodec();
 const REQUEST = codec.encodeRequestFromJson({
   resourceSpans: [
@@ -63,30 +54,8 @@ async function listener(over: Partial<OtlpDeps> = {}, opts: Partial<OtlpGrpcOpti
   return { server, errors };
 }
 
-function exportCall(port: number, body: Buffer): Promise<grpc.ServiceError | null> {
-  const Client = grpc.makeGenericClientConstructor(
-    {
-      Export: {
-        path: codec.exportPath,
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (b: Buffer) => b,
-        requestDeserialize: (b: Buffer) => b,
-        responseSerialize: (b: Buffer) => b,
-        responseDeserialize: (b: Buffer) => b,
-      },
-    },
-    'TraceService',
-  );
-  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  const md = new grpc.Metadata();
-  md.set('x-api-key', KEY);
-  return new Promise((resolve) => {
-    (client as unknown as { Export: (b: Buffer, m: grpc.Metadata, cb: (e: grpc.ServiceError | null) => void) => void }).Export(body, md, (e) => {
-      client.close();
-      resolve(e);
-    });
-  });
+async function exportTo(port: number, body: Buffer): Promise<grpc.ServiceError | undefined> {
+  return (await exportCall(`127.0.0.1:${port}`, codec.exportPath, body, { 'x-api-key': KEY })).error;
 }
 
 function connect(port: number): http2.ClientHttp2Session {
@@ -118,7 +87,7 @@ describe('the OTLP/gRPC listener', () => {
     let entered: () => void = () => undefined;
     const appending = new Promise<void>((r) => (entered = r));
     const { server } = await listener({ log: { append: () => (entered(), new Promise<void>(() => undefined)) } });
-    const answer = exportCall(server.port, REQUEST);
+    const answer = exportTo(server.port, REQUEST);
     await appending;
     const started = performance.now();
     await server.close(300);
@@ -128,7 +97,7 @@ describe('the OTLP/gRPC listener', () => {
 
   it('answers a full write log with UNAVAILABLE and its Retry-After as RetryInfo', async () => {
     const { server } = await listener({ log: { append: () => Promise.reject(new BufferFullError(7)) } });
-    const e = await exportCall(server.port, REQUEST);
+    const e = await exportTo(server.port, REQUEST);
     expect(e?.code).toBe(GRPC.UNAVAILABLE);
     const details = e?.metadata.get('grpc-status-details-bin')[0];
     expect(details instanceof Buffer ? codec.decodeGrpcStatusDetails(details) : undefined).toEqual({
@@ -140,7 +109,7 @@ describe('the OTLP/gRPC listener', () => {
 
   it('answers a failing write log with INTERNAL, and logs the cause once, at error', async () => {
     const { server, errors } = await listener({ log: { append: () => Promise.reject(new Error('EIO: disk gone')) } });
-    const e = await exportCall(server.port, REQUEST);
+    const e = await exportTo(server.port, REQUEST);
     expect(e?.code).toBe(GRPC.INTERNAL);
     expect(e?.details).toBe('internal error; the batch was not accepted, retry it');
     expect(errors).toEqual([expect.objectContaining({ code: 'TI_ERR_INTERNAL', err: expect.objectContaining({ message: 'EIO: disk gone' }) })]);

@@ -82,20 +82,9 @@ export class OtlpGrpcServer {
       // grpc.enable_channelz is left on: forceShutdown (the drain's bound) ends only the connections channelz tracks.
       interceptors: [(method, call) => (method.path === this.path ? this.intercept(call) : new grpc.ServerInterceptingCall(call))],
     });
-    const pass = (b: Buffer): Buffer => b;
-    const definition: grpc.ServiceDefinition = {
-      Export: {
-        path: this.path,
-        requestStream: false,
-        responseStream: false,
-        // Raw bytes both ways: the request is decoded by the codec the HTTP route uses, the answer encoded by it.
-        requestSerialize: pass,
-        requestDeserialize: pass,
-        responseSerialize: pass,
-        responseDeserialize: pass,
-      },
-    };
-    this.server.addService(definition, { Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => void this.export(call, cb) });
+    this.server.addService(traceServiceDefinition(this.path), {
+      Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => void this.export(call, cb),
+    });
   }
 
   /** The bound port (the configured one, or the one picked for port 0); 0 before `start`. */
@@ -278,6 +267,26 @@ export class OtlpGrpcServer {
     );
     return { ...out, metadata };
   }
+}
+
+/**
+ * TraceService/Export with raw bytes both ways (the request is decoded by the
+ * codec the HTTP route uses, the answer encoded by it): the server's
+ * definition, and a client's (tests, the benchmark's load generator).
+ */
+export function traceServiceDefinition(path: string): grpc.ServiceDefinition {
+  const pass = (b: Buffer): Buffer => b;
+  return {
+    Export: {
+      path,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: pass,
+      requestDeserialize: pass,
+      responseSerialize: pass,
+      responseDeserialize: pass,
+    },
+  };
 }
 
 /**
