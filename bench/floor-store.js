@@ -19,8 +19,8 @@ const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const { payloadToRows, encodeRow, noPricing, SPAN_COLUMNS } = await import(path.join(root, 'packages/shared/dist/rows.js'));
 
 function ndjson() {
-  // The otlp workload carries the same spans as small: its rows are small's.
-  const w = workload(cfg.workload === 'otlp' ? 'small' : cfg.workload);
+  // The otlp and grpc workloads carry the same spans as small: their rows are small's.
+  const w = workload(cfg.workload === 'otlp' || cfg.workload === 'grpc' ? 'small' : cfg.workload);
   const body = Buffer.from(w.body);
   const parts = [];
   let rows = 0;

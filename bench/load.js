@@ -1,5 +1,6 @@
 // The load generator, in its own process so it never shares the server's thread.
-// argv[2] is a JSON config file: { urls, key, workload, connections, duration, startId, rate, timeout }.
+// argv[2] is a JSON config file: { urls, grpcTargets, key, workload, connections, duration, startId, rate, timeout }.
+// With `grpcTargets` (host:port of OTLP/gRPC listeners): TraceService/Export calls instead (grpcLoop).
 // Without `rate`: a closed loop with autocannon (every connection always has one request outstanding).
 // With `rate` (requests per second over all connections): an open-loop generator on node:http that
 // sends request i at t0 + i/rate and measures its latency from that scheduled time (see openLoop).
@@ -252,7 +253,105 @@ async function openLoop() {
   };
 }
 
-const result = cfg.rate ? await openLoop() : await closedLoop();
+/** A client per connection for TraceService/Export (each its own HTTP/2 connection), round-robin over the listeners. */
+async function grpcClients() {
+  const grpc = await import('@grpc/grpc-js');
+  const pass = (b) => b;
+  const Client = grpc.makeGenericClientConstructor(
+    {
+      Export: {
+        path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: pass,
+        requestDeserialize: pass,
+        responseSerialize: pass,
+        responseDeserialize: pass,
+      },
+    },
+    'TraceService',
+  );
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${cfg.key}`);
+  const clients = Array.from(
+    { length: cfg.connections },
+    (_, c) =>
+      new Client(cfg.grpcTargets[c % cfg.grpcTargets.length], grpc.credentials.createInsecure(), {
+        'grpc.use_local_subchannel_pool': 1,
+        'grpc.max_send_message_length': -1,
+      }),
+  );
+  const counts = { ok: 0, non2xx: 0, errors: 0, timeouts: 0, status: {} };
+  /** One call with a fresh copy of the stamped body (stamp() writes into the shared template; the call is asynchronous). */
+  const call = (client) => {
+    const payload = Buffer.from(stamp(body, slots, next++));
+    built++;
+    return new Promise((resolve) =>
+      client.Export(payload, metadata, { deadline: Date.now() + timeoutSecs * 1000 }, (err) => {
+        const name = err ? (grpc.status[err.code] ?? String(err.code)) : 'OK';
+        counts.status[name] = (counts.status[name] ?? 0) + 1;
+        // An OK answer acknowledges every span of the request (the workload has no span the server rejects).
+        if (!err) {
+          counts.ok++;
+          ackedRequests++;
+          ackedSpans += spans;
+        } else if (err.code === grpc.status.DEADLINE_EXCEEDED) counts.timeouts++;
+        else if (err.code === grpc.status.UNAVAILABLE && /connect/i.test(err.details)) counts.errors++;
+        else counts.non2xx++;
+        resolve();
+      }),
+    );
+  };
+  const close = () => clients.forEach((c) => c.close());
+  return { clients, call, counts, close };
+}
+
+/**
+ * OTLP/gRPC: each of `connections` clients has one TraceService/Export call outstanding for `duration`
+ * seconds (closed loop), or, with `rate`, client c sends its k-th call at t0 + (k × connections + c) / rate
+ * and its latency runs from that scheduled time (a late answer delays that client's next calls, and the
+ * delay is counted in their latency).
+ */
+async function grpcLoop() {
+  const { clients, call, counts, close } = await grpcClients();
+  const latencies = [];
+  const t0 = performance.now();
+  const end = t0 + cfg.duration * 1000;
+  const total = cfg.rate ? Math.ceil(cfg.rate * cfg.duration) : Infinity;
+  await Promise.all(
+    clients.map(async (client, c) => {
+      for (let k = 0; ; k++) {
+        let started = performance.now();
+        if (cfg.rate) {
+          const i = k * clients.length + c;
+          if (i >= total) break;
+          const due = t0 + (i * 1000) / cfg.rate;
+          if (due > started) await new Promise((r) => setTimeout(r, due - started));
+          started = due;
+        } else if (started >= end) break;
+        await call(client);
+        latencies.push(performance.now() - started);
+      }
+    }),
+  );
+  const duration = (performance.now() - t0) / 1000;
+  close();
+  const xs = Float64Array.from(latencies);
+  return {
+    requests: latencies.length,
+    ok: counts.ok,
+    non2xx: counts.non2xx,
+    errors: counts.errors,
+    timeouts: counts.timeouts,
+    status: counts.status,
+    duration,
+    connections: cfg.connections,
+    latency: percentiles(xs, xs.length),
+    bytesSent: latencies.length * body.length,
+  };
+}
+
+const result = cfg.grpcTargets ? await grpcLoop() : cfg.rate ? await openLoop() : await closedLoop();
 process.stdout.write(
   JSON.stringify({
     ...result,

@@ -1,4 +1,5 @@
 // One measurement each of the service and of the floors, on the same workload and connections.
+import { workload } from './workloads.js';
 import { clickhouseQuery, countStored, cpuOf, reapedChildrenCpu, rssSampler, runChild, runLoad, sleep, startFloor, startService, walBytes } from './procs.js';
 
 const WARMUP_SECONDS = 3;
@@ -29,7 +30,10 @@ function loadFigures(load, countAcked = true) {
  * `rate` (req/s over all connections): a fixed request rate instead of a closed loop.
  */
 export async function measureService(name, mode, o, { replicas = 1, rate } = {}) {
-  const svc = await startService({ mode, replicas });
+  const grpc = workload(name).grpc;
+  const svc = await startService({ mode, replicas, grpc });
+  // An OTLP/gRPC workload is sent to the servers' gRPC listeners.
+  const targets = grpc ? { grpcTargets: svc.grpcTargets } : {};
   try {
     const samplers = svc.servers.map((s) => rssSampler(s.proc.pid));
     // Server CPU from here (ready, idle) to its exit: request path, flusher and store alike.
@@ -37,9 +41,18 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
     // A fixed-rate run measures a warm server: the JIT's first seconds are a start-up cost,
     // not latency under load. The warm-up's spans are counted in the store check below.
     const warm = rate
-      ? await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: WARMUP_SECONDS, rate, startId: WARMUP_FIRST_ID })
+      ? await runLoad({
+          urls: svc.urls,
+          ...targets,
+          key: svc.key,
+          workload: name,
+          connections: o.connections,
+          duration: WARMUP_SECONDS,
+          rate,
+          startId: WARMUP_FIRST_ID,
+        })
       : undefined;
-    const load = await runLoad({ urls: svc.urls, key: svc.key, workload: name, connections: o.connections, duration: o.duration, rate });
+    const load = await runLoad({ urls: svc.urls, ...targets, key: svc.key, workload: name, connections: o.connections, duration: o.duration, rate });
     const acked = load.ackedSpans + (warm?.ackedSpans ?? 0);
     const unacked = (load.idsIssued - load.ackedRequests + (warm ? warm.idsIssued - warm.ackedRequests : 0)) * load.spansPerRequest;
     const t0 = performance.now();

@@ -186,7 +186,7 @@ export function walBytes(dataDir) {
  * The real server (built dist/) on loopback with its own temp DATA_DIR, a plan without
  * limits and a key made with the CLI. `replicas` > 1 shares PostgreSQL, Redis and ClickHouse.
  */
-export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs = [] }) {
+export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs = [], grpc = false }) {
   const run = `bench_${Date.now()}_${process.pid}`;
   const dataDirs = Array.from({ length: replicas }, () => fs.mkdtempSync(path.join(os.tmpdir(), 'ti-bench-')));
   const env = { DATA_DIR: dataDirs[0], LOG_LEVEL: 'warn' };
@@ -204,6 +204,7 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
   const servers = [];
   for (const dir of dataDirs) {
     const port = await freePort();
+    const grpcPort = grpc ? await freePort() : undefined;
     let stderr = '';
     const proc = spawn(process.execPath, [...nodeArgs, SERVER], {
       env: {
@@ -216,6 +217,7 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
         INGEST_DURABILITY: mode,
         DRAIN_GRACE_MS: '0',
         DRAIN_TIMEOUT_MS: '600000',
+        ...(grpcPort === undefined ? {} : { OTLP_GRPC_PORT: String(grpcPort) }),
         ...extraEnv,
       },
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -226,7 +228,7 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
     });
     const url = `http://127.0.0.1:${port}`;
     const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-    servers.push({ proc, url, dir, exited, stderr: () => stderr });
+    servers.push({ proc, url, grpcTarget: grpcPort === undefined ? undefined : `127.0.0.1:${grpcPort}`, dir, exited, stderr: () => stderr });
     await waitReady(url, proc);
   }
   return {
@@ -234,6 +236,8 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
     key,
     servers,
     urls: servers.map((s) => s.url),
+    /** host:port of each server's OTLP/gRPC listener (with `grpc`). */
+    grpcTargets: servers.map((s) => s.grpcTarget),
     /** SIGTERM (the drain flushes every accepted span), then wait for exit. */
     stop: async () => {
       for (const s of servers) if (s.proc.exitCode === null) s.proc.kill('SIGTERM');

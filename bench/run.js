@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [--workloads small,large] [--connections 16] [--duration 10] [--runs 3]
+// npm run bench [-- --quick] [--workloads small,otlp,grpc] [--connections 16] [--duration 10] [--runs 3]
 //                  [--modes fsync,memory] [--replicas 1] [--no-abuse | --abuse-only]
 //                  [--latency | --no-latency] [--latency-rate 100]
 // Starts the real server (built dist/) as a child process, drives it from another process with
@@ -37,7 +37,7 @@ function options(argv) {
   const quick = v.quick === true;
   const o = {
     quick,
-    workloads: (v.workloads ?? (quick ? 'tiny,small,otlp' : 'tiny,small,otlp,large,max')).split(','),
+    workloads: (v.workloads ?? (quick ? 'tiny,small,otlp,grpc' : 'tiny,small,otlp,grpc,large,max')).split(','),
     connections: Number(v.connections ?? (quick ? 4 : 16)),
     duration: Number(v.duration ?? (quick ? 2 : 10)),
     runs: Number(v.runs ?? (quick ? 1 : 3)),

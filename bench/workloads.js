@@ -153,6 +153,8 @@ const SPECS = {
   small: [2, 10, 10, 340],
   // The same spans as `small` as an OTLP/HTTP protobuf request to /v1/traces.
   otlp: [2, 10, 10, 340],
+  // The same request as `otlp`, as the message of an OTLP/gRPC TraceService/Export call.
+  grpc: [2, 10, 10, 340],
   // 20 traces × 50 spans, ~2 KB input and output texts: ~4.5 MB.
   large: [3, 20, 50, 2000],
   // 45 traces × 100 spans, ~1 KB texts: ~9.6 MB, just under the 10 MiB body limit.
@@ -161,11 +163,17 @@ const SPECS = {
 export const WORKLOAD_NAMES = Object.keys(SPECS);
 
 const cache = new Map();
-/** name → { body: Buffer (id slots still blank), slots: byte offsets of the id slots, spans per request, path, contentType } */
+/**
+ * name → { body: Buffer (id slots still blank), slots: byte offsets of the id slots, spans per request, path, contentType,
+ * grpc: sent as OTLP/gRPC calls rather than HTTP requests (the floors still read the same bytes over HTTP) }
+ */
 export function workload(name) {
   const spec = SPECS[name];
   if (!spec) throw new Error(`unknown workload "${name}" (known: ${WORKLOAD_NAMES.join(', ')})`);
-  if (!cache.has(name)) cache.set(name, name === 'otlp' ? otlpTemplate(...spec) : { ...template(...spec), path: '/ingest', contentType: 'application/json' });
+  if (!cache.has(name)) {
+    const t = name === 'otlp' || name === 'grpc' ? otlpTemplate(...spec) : { ...template(...spec), path: '/ingest', contentType: 'application/json' };
+    cache.set(name, { ...t, grpc: name === 'grpc' });
+  }
   return cache.get(name);
 }
 
