@@ -256,21 +256,10 @@ async function openLoop() {
 /** A client per connection for TraceService/Export (each its own HTTP/2 connection), round-robin over the listeners. */
 async function grpcClients() {
   const grpc = await import('@grpc/grpc-js');
-  const pass = (b) => b;
-  const Client = grpc.makeGenericClientConstructor(
-    {
-      Export: {
-        path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: pass,
-        requestDeserialize: pass,
-        responseSerialize: pass,
-        responseDeserialize: pass,
-      },
-    },
-    'TraceService',
-  );
+  // The server's own definition of the service (raw bytes both ways) and path, from the built server.
+  const { traceServiceDefinition } = await import('../packages/server/dist/otlp-grpc.js');
+  const { OtlpCodec } = await import('../packages/server/dist/otlp-codec.js');
+  const Client = grpc.makeGenericClientConstructor(traceServiceDefinition(new OtlpCodec().exportPath), 'TraceService');
   const metadata = new grpc.Metadata();
   metadata.set('authorization', `Bearer ${cfg.key}`);
   const clients = Array.from(

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { traceServiceDefinition } from '../packages/server/src/otlp-grpc.js';
+import { traceServiceDefinition } from '@trace-ingest/server/otlp-grpc';
 
 /** One raw TraceService/Export call (bytes in, bytes out) with the given metadata and channel options; resolves with its error or answer. */
 export function exportCall(

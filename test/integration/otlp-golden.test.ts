@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OtlpCodec, type OtlpFormat } from '../../packages/server/src/otlp-codec.js';
+import { OtlpCodec, type OtlpFormat } from '@trace-ingest/server/otlp-codec';
 import { CONVENTIONS } from '@trace-ingest/shared/otlp-conventions';
 import { startTestServer, type TestServer } from './support/ingest-server.js';
 import { expectedRowsOf, familyFixtures, loadFixtures as load, OTLP_FIXTURES as DIR, usageFixtures } from './support/otlp-documents.js';

@@ -13,7 +13,7 @@ import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type Rea
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { GRPC } from '@trace-ingest/shared/errors';
-import { OtlpCodec } from '../../packages/server/src/otlp-codec.js';
+import { OtlpCodec } from '@trace-ingest/server/otlp-codec';
 import { createPricing } from '@trace-ingest/store/pricing';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { exportCall } from '../grpc-client.js';
