@@ -187,6 +187,56 @@ describe('OTLP/gRPC from the OpenTelemetry JS SDK', () => {
   });
 });
 
+describe('OTLP/gRPC keys: scopes, repeated credentials, failed-authentication limit', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ OTLP_GRPC_PORT: '0', AUTH_FAILURE_LIMIT: '3', TRUST_PROXY: 'loopback' });
+  });
+  afterAll(async () => t.close());
+  /** One export of the agent run by the gRPC exporter with this metadata (a name given several values is sent several times). */
+  const call = async (metadata: Record<string, string | string[]>): Promise<Result> => {
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(metadata)) for (const x of Array.isArray(v) ? v : [v]) md.add(k, x);
+    const exporter = new GrpcExporter({ url: `http://127.0.0.1:${t.server.otlpGrpcPort}`, metadata: md });
+    onTestFinished(() => exporter.shutdown());
+    return exportOnce(exporter, await recordedRun('svc-keys'));
+  };
+
+  it('refuses a key without the ingest scope with PERMISSION_DENIED, which the exporter does not retry', async () => {
+    await t.keys.createOrg({ name: 'grpc-scopes' });
+    const { key } = await t.keys.createKey({ orgName: 'grpc-scopes', scopes: ['budget:read'] });
+    const before = await calls(t, 'PERMISSION_DENIED');
+    const result = await call({ 'x-api-key': key });
+    expect(result.error?.message).toMatch(/ingest/);
+    expect(specReading(result.error)).toEqual({ code: GRPC.PERMISSION_DENIED, retried: false });
+    expect(await calls(t, 'PERMISSION_DENIED')).toBe(before + 1);
+  });
+
+  it('refuses a key sent twice in the metadata with INVALID_ARGUMENT, as two HTTP headers', async () => {
+    // A raw stream: the exporter rebuilds its metadata from a map and would send the key once.
+    const { key } = await t.newKey();
+    const { stream, trailers } = rawStream(t.server.otlpGrpcPort, { 'x-api-key': [key, key] });
+    stream.end(frame(Buffer.alloc(0)));
+    const answer = await trailers;
+    expect(answer['grpc-status']).toBe(String(GRPC.INVALID_ARGUMENT));
+    expect(decodeURIComponent(String(answer['grpc-message']))).toMatch(/two x-api-key headers/);
+  });
+
+  it('limits failed authentications per client, behind a trusted proxy by the x-forwarded-for metadata, and paces the refused', async () => {
+    const { key } = await t.newKey();
+    for (let i = 0; i < 3; i++) {
+      const bad = await call({ 'x-api-key': 'ti_' + 'q'.repeat(43), 'x-forwarded-for': '203.0.113.7' });
+      expect(specReading(bad.error).code).toBe(GRPC.UNAUTHENTICATED);
+    }
+    // Past the limit that client is refused before its key is looked at, good key or not, until the window ends.
+    const limited = await call({ 'x-api-key': key, 'x-forwarded-for': '203.0.113.7' });
+    expect(specReading(limited.error)).toEqual({ code: GRPC.UNAVAILABLE, retryDelaySeconds: expect.any(Number), retried: true });
+    expect(limited.error?.message).toMatch(/failed authentication/i);
+    // Another client behind the same proxy is not.
+    expect((await call({ 'x-api-key': key, 'x-forwarded-for': '198.51.100.9' })).code).toBe(0);
+  });
+});
+
 describe('OTLP/gRPC drain', () => {
   it('refuses new calls with UNAVAILABLE and a RetryInfo delay while a call in flight finishes and is stored', async () => {
     // A call is held in pricing, after admission and before the write log, until the drain has begun.
@@ -250,7 +300,7 @@ const rawExport = (port: number, body: Buffer, metadata: Record<string, string>,
   exportCall(`127.0.0.1:${port}`, EXPORT, body, metadata, options);
 
 /** An HTTP/2 stream of Export that sends what a test tells it to, as a broken or hostile client would. */
-function rawStream(port: number, headers: Record<string, string>) {
+function rawStream(port: number, headers: Record<string, string | string[]>) {
   const session = http2.connect(`http://127.0.0.1:${port}`);
   onTestFinished(() => session.destroy());
   const stream = session.request({ ':method': 'POST', ':path': EXPORT, 'content-type': 'application/grpc', te: 'trailers', ...headers });
@@ -348,7 +398,7 @@ describe('OTLP/gRPC limits and answers', () => {
     expect(statusOf(answer.error).code).toBe(GRPC.UNAUTHENTICATED);
     // Two different keys in the two forms are refused, as on the HTTP routes.
     const two = await rawExport(t.server.otlpGrpcPort, Buffer.alloc(0), { authorization: 'Bearer ti_' + 'y'.repeat(43), 'x-api-key': key });
-    expect(two.error?.details).toMatch(/carry different API keys/);
+    expect(statusOf(two.error)).toMatchObject({ code: GRPC.INVALID_ARGUMENT, details: expect.stringMatching(/carry different credentials/) });
   });
 
   it('answers undecodable protobuf and gzip with INVALID_ARGUMENT', async () => {

@@ -1,5 +1,8 @@
+import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import express from 'express';
+import proxyaddr from 'proxy-addr';
 import { BadRequestError, InternalError, otlpGrpcAnswer, PayloadTooLargeError, TiError } from '@trace-ingest/shared/errors';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import { storeOtlp, type OtlpDeps } from './otlp.js';
@@ -31,6 +34,8 @@ export interface OtlpGrpcOptions {
   maxConnectionIdleMs?: number;
   /** A connection is asked to reconnect after this long, so clients spread over replicas behind a load balancer. */
   maxConnectionAgeMs?: number;
+  /** TRUST_PROXY: the proxies whose x-forwarded-for metadata names the client, as on the HTTP listeners. */
+  trustProxy?: string | false;
 }
 
 /** Dead peers are found within 80 s, as gRPC's own keepalive defaults would after 2 hours. */
@@ -62,12 +67,14 @@ export class OtlpGrpcServer {
   private readonly path: string;
   private boundPort: number | undefined;
   private closing = false;
+  private readonly clientOf: (call: grpc.ServerInterceptingCallInterface, metadata: grpc.Metadata) => string | undefined;
 
   constructor(
     private readonly deps: OtlpDeps,
     private readonly opts: OtlpGrpcOptions,
   ) {
     this.path = deps.otlp.codec.exportPath;
+    this.clientOf = clientAddress(opts.trustProxy ?? false);
     const age = opts.maxConnectionAgeMs ?? MAX_CONNECTION_AGE_MS;
     this.server = new grpc.Server({
       // The size limit of the HTTP routes, on the message's declared length and again after decompression.
@@ -164,7 +171,7 @@ export class OtlpGrpcServer {
             const caller: Caller = {
               credentials: { headers: headersOf(metadata) },
               // The failed-authentication limit counts the client's address, as on the HTTP listeners.
-              auth: { client: base.getConnectionInfo().remoteAddress, listener: 'grpc' },
+              auth: { client: this.clientOf(base, metadata), listener: 'grpc' },
               onKey: (key) => (call.key = key),
             };
             admit(caller, this.deps).then(
@@ -300,6 +307,22 @@ function grpcLayerError(status: GrpcStatus, maxBytes: number): TiError {
   if (/compress|encoding/i.test(status.details))
     return new BadRequestError('TI_ERR_CONTENT_ENCODING', `${status.details}; send the message uncompressed or gzip-compressed`);
   return new BadRequestError('TI_ERR_BAD_REQUEST', `${status.details}; TraceService/Export takes one ExportTraceServiceRequest`);
+}
+
+/**
+ * The client of a call by the rule of `req.ip` on the HTTP listeners: the
+ * peer's address, or with TRUST_PROXY the x-forwarded-for entry of the first
+ * untrusted hop (Express's own trust function and proxy-addr, so the rule is
+ * the same on every listener, a TLS proxy in front of this one included).
+ */
+function clientAddress(trustProxy: string | false): (call: grpc.ServerInterceptingCallInterface, metadata: grpc.Metadata) => string | undefined {
+  const trust = express().set('trust proxy', trustProxy).get('trust proxy fn') as (addr: string, i: number) => boolean;
+  return (call, metadata) => {
+    const remoteAddress = call.getConnectionInfo().remoteAddress;
+    if (remoteAddress === undefined) return undefined;
+    const forwarded = metadata.get('x-forwarded-for').map(String).join(', ');
+    return proxyaddr({ socket: { remoteAddress }, headers: { 'x-forwarded-for': forwarded } } as unknown as IncomingMessage, trust);
+  };
 }
 
 /**

@@ -393,6 +393,7 @@ export class IngestServer {
         host: c.HOST,
         maxStreams: c.OTLP_GRPC_MAX_STREAMS,
         receiveTimeoutMs: c.REQUEST_TIMEOUT_MS,
+        trustProxy: c.TRUST_PROXY ?? false,
       });
       await this.otlpGrpc.start();
       this.logger.info({ port: this.otlpGrpcPort, host: c.HOST }, 'OTLP/gRPC listening (TraceService/Export)');
