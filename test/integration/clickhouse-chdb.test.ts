@@ -127,10 +127,12 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       '0004_retention_columns',
       '0005_customers_models_daily',
       '0006_top_lists',
+      '0007_billing_dimensions',
     ]);
     expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
     expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version ORDER BY version', 'CSV').trim()).toBe(
-      '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1\n"0005_customers_models_daily",1\n"0006_top_lists",1',
+      '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1\n' +
+        '"0005_customers_models_daily",1\n"0006_top_lists",1\n"0007_billing_dimensions",1',
     );
     expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
       '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
-import { encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, encodeRow, spanToRow, SPAN_COLUMNS, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { applyClickHouseMigrations, bindParams, ClickHouseSpanStore, loadClickHouseMigrations, unquoteCosts } from '@trace-ingest/store/clickhouse';
 import { createSpanStore } from '@trace-ingest/store/open-stores';
@@ -100,7 +100,15 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       {
         obj: expect.objectContaining({
           database: fresh,
-          applied: ['0001_spans', '0002_rollups', '0003_sessions_workflows_daily', '0004_retention_columns', '0005_customers_models_daily', '0006_top_lists'],
+          applied: [
+            '0001_spans',
+            '0002_rollups',
+            '0003_sessions_workflows_daily',
+            '0004_retention_columns',
+            '0005_customers_models_daily',
+            '0006_top_lists',
+            '0007_billing_dimensions',
+          ],
         }) as unknown,
         msg: 'ClickHouse migrations applied',
       },
@@ -127,6 +135,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       { version: '0004_retention_columns', n: 1 },
       { version: '0005_customers_models_daily', n: 1 },
       { version: '0006_top_lists', n: 1 },
+      { version: '0007_billing_dimensions', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
     // Beside the rows' columns: the derived metadata pairs, the rollups' weight (0002_rollups) and the retention written for TTLs (0004).
@@ -140,7 +149,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(6);
+      expect(r?.v).toBe(7);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -164,6 +173,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
         '0004_retention_columns',
         '0005_customers_models_daily',
         '0006_top_lists',
+        '0007_billing_dimensions',
       ]);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {
@@ -228,6 +238,10 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       image_cost: '0',
       web_search_cost: '0.010000000000000001',
       request_cost: '99999999999999999999.999999999999999999',
+      cache_write_1h_input_cost: '0',
+      audio_input_cost: '0',
+      cached_audio_input_cost: '0',
+      audio_output_cost: '0',
       total_cost: '12345678901234567890.984263789012345680',
       priced: true,
       price_source: 'catalog:2026-11-01',
@@ -376,7 +390,8 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       body = unquoteCosts(lines);
       unquoteMs = Math.min(unquoteMs, performance.now() - u0);
     }
-    expect(body.length).toBe(lines.length - 18 * rows.length);
+    // Two quotes less per cost column of each row.
+    expect(body.length).toBe(lines.length - 2 * COST_COLUMNS.length * rows.length);
     const t0 = performance.now();
     await store.insertLines(lines, rows.length);
     const ms = performance.now() - t0;

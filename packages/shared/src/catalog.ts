@@ -8,6 +8,8 @@ import addFormatsModule from 'ajv-formats';
 import type { ModelInfo, Provider } from '@pydantic/genai-prices';
 import { UsageError } from './errors.js';
 
+export type { Adoption } from './price-records.js';
+
 /**
  * The price catalog as data: genai-prices' `Provider[]` (the shape of its
  * repository's `prices/new_data/v2/data.json`), validated by that
@@ -145,47 +147,4 @@ export function catalogDiff(before: readonly Provider[], after: readonly Provide
   }
   for (const [k, [provider, m]] of a) if (!b.has(k)) out.push({ kind: 'removed', provider, model: m.id, before: JSON.stringify(m.prices), from: [] });
   return out.sort((x, y) => x.provider.localeCompare(y.provider) || x.model.localeCompare(y.model));
-}
-
-/**
- * A price taken from the second catalog for one model (`prices audit
- * --adopt`): added to the model's prices from `from` on, as a price of the
- * catalog itself, so genai-prices picks it by date like any other. Spans it
- * prices say `catalog:<source>` in `price_source`.
- */
-export interface Adoption {
-  provider: string;
-  model: string;
-  /** YYYY-MM-DD: the second catalog's snapshot date. */
-  from: string;
-  /** e.g. `litellm@8442b939a6ea/2026-07-24`. */
-  source: string;
-  /** For a model the provider does not have yet: the names it matches (genai-prices match logic; default: the model's name). */
-  match?: ModelInfo['match'] | undefined;
-  /** genai-prices price keys (`input_mtok`, `output_mtok`, ...), numbers or `{ base, tiers }`. */
-  prices: Record<string, number | { base: number; tiers: { start: number; price: number }[] }>;
-}
-
-/** The providers with the adoptions merged in (copies of what changes; the input is left as is). */
-export function withAdoptions(providers: readonly Provider[], adoptions: readonly Adoption[]): Provider[] {
-  if (adoptions.length === 0) return [...providers];
-  const out = providers.map((p) => ({ ...p, models: [...p.models] }));
-  for (const a of adoptions) {
-    let p = out.find((x) => x.id === a.provider);
-    if (p === undefined) {
-      p = { id: a.provider, name: a.provider, api_pattern: `^${a.provider}$`, models: [] };
-      out.push(p);
-    }
-    const i = p.models.findIndex((m) => m.id === a.model);
-    const price = { constraint: { start_date: a.from, type: 'start_date' as const }, prices: a.prices as ModelInfo['prices'] & object };
-    if (i < 0) {
-      // First: a model of its own is more specific than the provider's patterns (an alias such as `-latest` that one of them also matches).
-      p.models.unshift({ id: a.model, name: a.model, match: a.match ?? { equals: a.model }, prices: [price as never] } as unknown as ModelInfo);
-      continue;
-    }
-    const m = p.models[i] as ModelInfo;
-    const earlier = Array.isArray(m.prices) ? m.prices : [{ prices: m.prices }];
-    p.models[i] = { ...m, prices: [...earlier, price as never] } as ModelInfo;
-  }
-  return out;
 }

@@ -49,9 +49,21 @@ export const SPAN_TEXT = {
 } as const satisfies Record<string, readonly [number, number]>;
 
 /**
- * The nine usage counts, each once: its field in the v1 `usage` object, its
+ * ...of the span fields added to v1 after the spec (additive and optional,
+ * documented in the README's "Usage dimensions and cost"): how the call was
+ * billed beyond its token counts.
+ */
+export const BILLING_TEXT = {
+  serviceTier: [0, 64],
+  region: [0, 64],
+} as const satisfies Record<string, readonly [number, number]>;
+
+/**
+ * The usage counts, each once: its field in the v1 `usage` object, its
  * column in `spans`, and the cost column it is priced into (`totalTokens` is
- * stored, not priced). In the order reports show them.
+ * stored, not priced). In the order reports show them: the nine of the first
+ * contract, then the audio and one-hour cache buckets added to it, so a
+ * report's earlier columns keep their places.
  */
 export const USAGE_DIMENSIONS = [
   { field: 'inputTokens', column: 'input_tokens', cost: 'input_cost' },
@@ -63,6 +75,10 @@ export const USAGE_DIMENSIONS = [
   { field: 'imageCount', column: 'image_count', cost: 'image_cost' },
   { field: 'webSearchCount', column: 'web_search_count', cost: 'web_search_cost' },
   { field: 'requestCount', column: 'request_count', cost: 'request_cost' },
+  { field: 'cacheWrite1hInputTokens', column: 'cache_write_1h_input_tokens', cost: 'cache_write_1h_input_cost' },
+  { field: 'audioInputTokens', column: 'audio_input_tokens', cost: 'audio_input_cost' },
+  { field: 'cachedAudioInputTokens', column: 'cached_audio_input_tokens', cost: 'cached_audio_input_cost' },
+  { field: 'audioOutputTokens', column: 'audio_output_tokens', cost: 'audio_output_cost' },
 ] as const;
 
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];

@@ -1,26 +1,46 @@
-import { calcPrice, findProvider, updatePrices, waitForUpdate, type ModelPrice, type TieredPrices } from '@pydantic/genai-prices';
-import { bundledCatalog, catalogTag, readCatalogFile, withAdoptions, type Adoption, type Catalog } from './catalog.js';
-import { costEach, costPerMillion, formatDecimal, parseDecimal } from './decimal.js';
+import { calcPrice, findProvider, updatePrices, waitForUpdate, type ModelInfo } from '@pydantic/genai-prices';
+import { looksLikeBedrock, pricingRegion, regionOf, serviceTierOf } from './billing-mode.js';
+import { bundledCatalog, catalogTag, readCatalogFile, type Catalog } from './catalog.js';
+import { formatDecimal, parseDecimal } from './decimal.js';
+import { catalogEntry, dayMs, EVERY_MODEL, matches, mergePrices, type Adoption, type CatalogEntry, type MergedPrices } from './price-records.js';
+import { normalizeProvider, PROVIDER_FALLBACKS } from './providers.js';
 import { UNPRICED, type SpanCosts } from './rows.js';
 import type { Span, Usage } from './schema.js';
+import {
+  costsFor,
+  priceAt,
+  promptTokens,
+  STANDARD,
+  TOKEN_BUCKETS,
+  unitPrices,
+  type NoPrices,
+  type Tiered,
+  type UnitPrices,
+  type Variant,
+} from './unit-prices.js';
+
+export { normalizeProvider } from './providers.js';
+export type { Adoption } from './price-records.js';
 
 /**
  * Prices spans per usage dimension, exactly.
  *
- * The nine usage counts are disjoint buckets, each multiplied by its own unit
- * price: input (uncached), cached input (cache reads), cache writes, output,
- * reasoning, images, web searches, requests; totalTokens is not priced. A
- * dimension without a price of its own falls back visibly: reasoning to the
- * output price, cache reads and writes to the input price (the provider bills
- * them as plain input when it has no cache price).
+ * The usage counts are disjoint buckets, each multiplied by its own unit
+ * price (unit-prices.ts): input, cache reads, five-minute and one-hour cache
+ * writes, audio input and cached audio, output, reasoning, audio output,
+ * images, web searches, requests; totalTokens is not priced. A span's service
+ * tier (flex, priority, batch) and region (Anthropic's US-only inference, a
+ * Vertex AI regional endpoint, OpenAI's data residency) select a variant of
+ * the model's prices; a variant, or a bucket, with no price leaves the span
+ * unpriced rather than priced at another rate.
  *
  * Unit prices come from, in order: an override for the span's org, a global
  * override, the catalog (@pydantic/genai-prices' engine over a catalog data
  * file: the one the product ships, one imported with `prices import`, or
- * PRICE_CATALOG_FILE; offline) with the prices adopted from the second
- * catalog (`prices audit --adopt`). The catalog is consulted
- * once per (org, provider, model, 30-minute bucket) and the result, including
- * "no price", is cached; overrides replace the cache.
+ * PRICE_CATALOG_FILE; offline) with the dated prices adopted on top of it
+ * (price-records.ts). The catalog is consulted once per (org, provider,
+ * model, 30-minute bucket) and the result, including "no price", is cached;
+ * overrides replace the cache.
  */
 
 export interface PriceOverride {
@@ -42,31 +62,17 @@ export interface PriceOverride {
   requestEach: string | null;
 }
 
-/** Scaled (10^18) unit prices, possibly tiered by total input tokens. */
-interface Tiered {
-  base: bigint;
-  /** Ascending; a tier applies when the total input exceeds `start`. */
-  tiers: { start: number; price: bigint }[];
-}
-
-interface UnitPriceModel {
-  input: Tiered;
-  cachedInput: Tiered;
-  cacheWriteInput: Tiered;
-  output: Tiered;
-  reasoning: Tiered;
-  imageEach: bigint;
-  webSearchEach: bigint;
-  requestEach: bigint;
-  /** Dimension → the price it fell back to ('input', 'output'). */
-  fallbacks: Record<string, string>;
-}
-
 export interface ResolvedPrice {
+  /** `catalog:<tag>` or `override:<id>`: the source when no dated record priced the span. */
   source: string;
   provider: string;
   model: string;
-  prices: UnitPriceModel;
+  /** The model's prices as they stand (with where each came from); undefined for an override. */
+  merged: MergedPrices | undefined;
+  /** The standard prices. */
+  prices: UnitPrices;
+  /** The unit prices of a variant (a tier, a region), made once. */
+  variant(v: Variant): UnitPrices | NoPrices;
 }
 
 /** Unit prices as text, for people (`prices show`). */
@@ -76,11 +82,19 @@ export interface PriceQuote {
   model: string;
   /** e.g. 'base' or '> 200000 input tokens' when usage was given and picked a tier. */
   tier: string;
+  /** The service tier and region quoted ('' for the standard ones). */
+  serviceTier: string;
+  region: string;
   inputPerMtok: string;
   cachedInputPerMtok: string;
   cacheWriteInputPerMtok: string;
   outputPerMtok: string;
   reasoningPerMtok: string;
+  /** null: the model has no price for it (a span using it is left unpriced). */
+  cacheWrite1hInputPerMtok: string | null;
+  audioInputPerMtok: string | null;
+  cachedAudioInputPerMtok: string | null;
+  audioOutputPerMtok: string | null;
   imageEach: string;
   webSearchEach: string;
   requestEach: string;
@@ -90,132 +104,95 @@ export interface PriceQuote {
 }
 
 const BUCKET_MS = 30 * 60 * 1000;
-const ZERO: Tiered = { base: 0n, tiers: [] };
-
-// Provider ids seen in tracing conventions, mapped to the catalog's ids.
-const PROVIDER_ALIASES: Record<string, string> = {
-  x_ai: 'x-ai',
-  xai: 'x-ai',
-  'gcp.gen_ai': 'google',
-  // Vertex AI bills some models apart from the Gemini API: a `google-vertex` entry (an adoption) wins where there is one.
-  'gcp.vertex_ai': 'google-vertex',
-  vertex_ai: 'google-vertex',
-  vertexai: 'google-vertex',
-  gemini: 'google',
-  google_genai: 'google',
-  'azure.ai.inference': 'azure',
-  'azure.ai.openai': 'azure',
-  azure_openai: 'azure',
-  'aws.bedrock': 'aws',
-  bedrock: 'aws',
-  mistralai: 'mistral',
-  mistral_ai: 'mistral',
-  'meta-llama': 'meta',
-};
-
-/** Where a provider's models are looked up when the catalog has no entry of that provider (or of that model there). */
-const PROVIDER_FALLBACKS: Record<string, string> = { 'google-vertex': 'google' };
-
-export function normalizeProvider(p: string | undefined): string {
-  if (p === undefined) return '';
-  const lower = p.trim().toLowerCase();
-  return PROVIDER_ALIASES[lower] ?? lower;
-}
-
-function tiered(v: number | TieredPrices | undefined): Tiered | undefined {
-  if (v === undefined) return undefined;
-  if (typeof v === 'number') return { base: parseDecimal(v), tiers: [] };
-  return { base: parseDecimal(v.base), tiers: [...v.tiers].sort((a, b) => a.start - b.start).map((t) => ({ start: t.start, price: parseDecimal(t.price) })) };
-}
 
 function flat(v: string | null | undefined): Tiered | undefined {
   return v === null || v === undefined ? undefined : { base: parseDecimal(v), tiers: [] };
 }
 
-/** Takes a dimension's own price, or records that it fell back and to what. */
-function fallbackPicker(fallbacks: Record<string, string>) {
-  return (own: Tiered | undefined, dim: string, fb: Tiered, fbName: string): Tiered => {
+function fromOverride(o: PriceOverride): UnitPrices {
+  const fallbacks: Record<string, string> = {};
+  const input = flat(o.inputPerMtok);
+  const output = flat(o.outputPerMtok);
+  const pick = (own: Tiered | undefined, dim: string, fb: Tiered | undefined, fbName: string): Tiered | undefined => {
     if (own !== undefined) return own;
     fallbacks[dim] = fbName;
     return fb;
   };
-}
-
-function fromCatalog(mp: ModelPrice): UnitPriceModel {
-  const fallbacks: Record<string, string> = {};
-  const input = tiered(mp.input_mtok) ?? ZERO;
-  const output = tiered(mp.output_mtok) ?? ZERO;
-  const pick = fallbackPicker(fallbacks);
-  const perK = (v: number | TieredPrices | undefined): bigint => (typeof v === 'number' ? parseDecimal(v) / 1000n : 0n);
-  return {
-    input,
-    cachedInput: pick(tiered(mp.cache_read_mtok), 'cachedInput', input, 'input'),
-    cacheWriteInput: pick(tiered(mp.cache_write_mtok), 'cacheWriteInput', input, 'input'),
-    output,
-    reasoning: pick(tiered(mp.output_reasoning_mtok), 'reasoning', output, 'output'),
-    imageEach: typeof mp.output_image === 'number' ? parseDecimal(mp.output_image) : 0n,
-    webSearchEach: perK(mp.web_searches_kcount ?? mp.web_search_kcount),
-    requestEach: perK(mp.requests_kcount),
-    fallbacks,
-  };
-}
-
-function fromOverride(o: PriceOverride): UnitPriceModel {
-  const fallbacks: Record<string, string> = {};
-  const input = flat(o.inputPerMtok) ?? ZERO;
-  const output = flat(o.outputPerMtok) ?? ZERO;
-  const pick = fallbackPicker(fallbacks);
-  return {
+  const tokens: UnitPrices['tokens'] = {
     input,
     cachedInput: pick(flat(o.cachedInputPerMtok), 'cachedInput', input, 'input'),
     cacheWriteInput: pick(flat(o.cacheWriteInputPerMtok), 'cacheWriteInput', input, 'input'),
+    cacheWrite1hInput: undefined,
+    audioInput: undefined,
+    cachedAudioInput: undefined,
     output,
     reasoning: pick(flat(o.reasoningPerMtok), 'reasoning', output, 'output'),
+    audioOutput: undefined,
+  };
+  return {
+    tokens,
+    tokenFrom: Object.fromEntries(TOKEN_BUCKETS.map((b) => [b.name, undefined])) as UnitPrices['tokenFrom'],
     imageEach: o.imageEach === null ? 0n : parseDecimal(o.imageEach),
     webSearchEach: o.webSearchEach === null ? 0n : parseDecimal(o.webSearchEach),
     requestEach: o.requestEach === null ? 0n : parseDecimal(o.requestEach),
+    unitFrom: undefined,
     fallbacks,
+    source: `override:${o.id}`,
   };
 }
 
-function at(t: Tiered, totalInput: number): bigint {
-  let p = t.base;
-  for (const tier of t.tiers) if (totalInput > tier.start) p = tier.price;
-  return p;
-}
+const isNoPrices = (p: UnitPrices | NoPrices): p is NoPrices => 'missing' in p;
 
-/** The exact cost columns of one span at the given unit prices. */
-export function costsFor(usage: Usage | undefined, prices: UnitPriceModel, source: string): SpanCosts {
-  const u = usage ?? {};
-  const input = u.inputTokens ?? 0;
-  const cached = u.cachedInputTokens ?? 0;
-  const cacheWrite = u.cacheWriteInputTokens ?? 0;
-  // Long-context tiers are chosen on the whole prompt, and then apply to every dimension.
-  const totalInput = input + cached + cacheWrite;
-  const c = {
-    input: costPerMillion(input, at(prices.input, totalInput)),
-    cached: costPerMillion(cached, at(prices.cachedInput, totalInput)),
-    cacheWrite: costPerMillion(cacheWrite, at(prices.cacheWriteInput, totalInput)),
-    output: costPerMillion(u.outputTokens ?? 0, at(prices.output, totalInput)),
-    reasoning: costPerMillion(u.reasoningTokens ?? 0, at(prices.reasoning, totalInput)),
-    image: costEach(u.imageCount ?? 0, prices.imageEach),
-    webSearch: costEach(u.webSearchCount ?? 0, prices.webSearchEach),
-    request: costEach(u.requestCount ?? 0, prices.requestEach),
-  };
-  const total = c.input + c.cached + c.cacheWrite + c.output + c.reasoning + c.image + c.webSearch + c.request;
+/** A resolution whose variants are made on first use and kept. */
+function resolvedPrice(base: Omit<ResolvedPrice, 'prices' | 'variant'>, make: (v: Variant) => UnitPrices | NoPrices): ResolvedPrice {
+  const standard = make(STANDARD);
+  const prices = isNoPrices(standard) ? unitPricesOfNothing(base.source) : standard;
+  const variants = new Map<string, UnitPrices | NoPrices>();
   return {
-    input_cost: formatDecimal(c.input),
-    output_cost: formatDecimal(c.output),
-    reasoning_cost: formatDecimal(c.reasoning),
-    cached_input_cost: formatDecimal(c.cached),
-    cache_write_input_cost: formatDecimal(c.cacheWrite),
-    image_cost: formatDecimal(c.image),
-    web_search_cost: formatDecimal(c.webSearch),
-    request_cost: formatDecimal(c.request),
-    total_cost: formatDecimal(total),
-    priced: true,
-    price_source: source,
+    ...base,
+    prices,
+    variant(v) {
+      if (v.tier === '' && v.region === '') return prices;
+      const key = `${v.tier}\u0000${v.region}`;
+      let p = variants.get(key);
+      if (p === undefined) variants.set(key, (p = make(v)));
+      return p;
+    },
   };
+}
+
+function unitPricesOfNothing(source: string): UnitPrices {
+  const none = Object.fromEntries(TOKEN_BUCKETS.map((b) => [b.name, undefined]));
+  return {
+    tokens: none as UnitPrices['tokens'],
+    tokenFrom: none as UnitPrices['tokenFrom'],
+    imageEach: 0n,
+    webSearchEach: 0n,
+    requestEach: 0n,
+    unitFrom: undefined,
+    fallbacks: {},
+    source,
+  };
+}
+
+/**
+ * The variant a span is priced in: its service tier (a batch call is the batch tier) and the region,
+ * where its cloud bills by region (`resolvedProvider`: the provider whose prices it got).
+ */
+export function variantOf(span: Pick<Span, 'serviceTier' | 'batch' | 'region' | 'modelId' | 'provider'>, resolvedProvider: string): Variant {
+  const tier = serviceTierOf(span);
+  return { tier: tier === 'standard' ? '' : tier, region: pricingRegion(normalizeProvider(span.provider), resolvedProvider, regionOf(span)) };
+}
+
+/** What prices a model name at an instant (see PriceEngine.basis). */
+export interface PriceBasis {
+  /** The catalog's model the name matches and its price in force (null: only a model of its own prices it). */
+  catalog: { provider: string; model: string; entry: CatalogEntry } | null;
+  /** Indexes of the dated records in force for it (PriceEngine.adoptionAt). */
+  records: number[];
+  /** The provider and model it resolves to (a model of its own wins over the catalog's). */
+  provider: string;
+  model: string;
 }
 
 export interface PriceEngineOptions {
@@ -223,7 +200,7 @@ export interface PriceEngineOptions {
   catalog?: Catalog | undefined;
   /** A catalog data file in the library's format (an array of providers), read once; no network. */
   catalogFile?: string | undefined;
-  /** Prices adopted from the second catalog. */
+  /** Dated prices on top of the catalog (the release's and the adopted ones). */
   adoptions?: readonly Adoption[] | undefined;
   overrides?: PriceOverride[];
   /** Bound on cached resolutions; the cache is cleared when it is reached. */
@@ -236,13 +213,12 @@ export class PriceEngine {
   private readonly cacheSize: number;
   private catalog: Catalog;
   private adoptions: readonly Adoption[] = [];
-  /** Adoptions by (provider, model), for the source of the spans they price. */
-  private adopted = new Map<string, Adoption>();
-  /**
-   * One resolution per catalog price object (and source, provider, model): every 30-minute bucket
-   * a price is in force shares it, so a cache of a year's buckets holds pointers, not copies.
-   */
-  private interned = new WeakMap<object, Map<string, ResolvedPrice>>();
+  /** Adoptions of catalog models by (provider, model); of models of their own by provider; of every model by provider. */
+  private byModel = new Map<string, number[]>();
+  private ownModels = new Map<string, number[]>();
+  private everyModel = new Map<string, number[]>();
+  /** One resolution per (catalog price in force, records in force): every 30-minute bucket shares it. */
+  private interned = new Map<string, ResolvedPrice>();
 
   private constructor(opts: PriceEngineOptions, catalog: Catalog) {
     this.catalog = catalog;
@@ -259,9 +235,9 @@ export class PriceEngine {
     return this.catalog.meta;
   }
 
-  /** The catalog's providers as the engine prices with them (adoptions merged in). */
+  /** The catalog's providers (the dated records are kept apart: see adoptionList). */
   get providers(): Catalog['providers'] {
-    return withAdoptions(this.catalog.providers, this.adoptions);
+    return this.catalog.providers;
   }
 
   /**
@@ -276,15 +252,23 @@ export class PriceEngine {
     return engine;
   }
 
-  /** Prices from now on with this catalog and these adoptions (genai-prices holds one data set per process). */
+  /** Prices from now on with this catalog and these dated records (genai-prices holds one data set per process). */
   async use(catalog: Catalog, adoptions: readonly Adoption[]): Promise<void> {
-    const providers = withAdoptions(catalog.providers, adoptions);
-    updatePrices(({ setProviderData }) => setProviderData(providers));
+    updatePrices(({ setProviderData }) => setProviderData(catalog.providers));
     await waitForUpdate();
     this.catalog = catalog;
     this.adoptions = adoptions;
-    this.adopted = new Map(adoptions.map((a) => [`${a.provider}\u0000${a.model}`, a]));
-    this.interned = new WeakMap();
+    const known = new Set(catalog.providers.flatMap((p) => p.models.map((m) => `${p.id}\u0000${m.id}`)));
+    const push = (map: Map<string, number[]>, key: string, i: number) => map.set(key, [...(map.get(key) ?? []), i]);
+    this.byModel = new Map();
+    this.ownModels = new Map();
+    this.everyModel = new Map();
+    adoptions.forEach((a, i) => {
+      if (a.model === EVERY_MODEL) push(this.everyModel, a.provider, i);
+      else if (a.match === undefined && known.has(`${a.provider}\u0000${a.model}`)) push(this.byModel, `${a.provider}\u0000${a.model}`, i);
+      else push(this.ownModels, a.provider, i);
+    });
+    this.interned = new Map();
     this.cache.clear();
   }
 
@@ -299,7 +283,8 @@ export class PriceEngine {
 
   /** The prices that apply to a span of this org, provider and model at `atMs`, or null. */
   resolve(orgId: string, provider: string | undefined, model: string, atMs: number): ResolvedPrice | null {
-    const p = normalizeProvider(provider);
+    let p = normalizeProvider(provider);
+    if (p === '' && looksLikeBedrock(model)) p = 'aws';
     const bucket = Math.floor(atMs / BUCKET_MS);
     const key = orgId + '\u0000' + p + '\u0000' + model + '\u0000' + bucket;
     const hit = this.cache.get(key);
@@ -316,7 +301,15 @@ export class PriceEngine {
       if (o.orgId !== orgId || o.validFrom > atMs) continue;
       if (o.model !== model && o.model !== stripped) continue;
       if (o.provider !== '' && normalizeProvider(o.provider) !== provider) continue;
-      return { source: `override:${o.id}`, provider: o.provider === '' ? provider : normalizeProvider(o.provider), model: o.model, prices: fromOverride(o) };
+      const prices = fromOverride(o);
+      // An override states the standard prices only: a span of another tier or region is left unpriced.
+      return resolvedPrice(
+        { source: prices.source, provider: o.provider === '' ? provider : normalizeProvider(o.provider), model: o.model, merged: undefined },
+        (v) =>
+          v.tier === '' && v.region === ''
+            ? prices
+            : { missing: `no ${v.tier === '' ? `price in region ${v.region}` : `${v.tier} tier price`} in override ${o.id}` },
+      );
     }
     return null;
   }
@@ -332,7 +325,8 @@ export class PriceEngine {
     return null;
   }
 
-  private lookup(provider: string, model: string, atMs: number): ResolvedPrice | null {
+  /** The catalog's model for a name at an instant (genai-prices' match rules), with its entry in force. */
+  private catalogMatch(provider: string, model: string, atMs: number): { provider: string; model: ModelInfo; inForce: ReturnType<typeof catalogEntry> } | null {
     const timestamp = new Date(atMs);
     const probe = (providerId?: string) => {
       try {
@@ -348,14 +342,58 @@ export class PriceEngine {
     if (r === null && known(fallback)) r = probe(fallback);
     if (r === null) r = probe();
     if (r === null) return null;
-    const adoption = this.adopted.get(`${r.provider.id}\u0000${r.model.id}`);
-    const source = adoption !== undefined && atMs >= Date.parse(`${adoption.from}T00:00:00Z`) ? `catalog:${adoption.source}` : `catalog:${this.catalogVersion}`;
-    const key = `${source}\u0000${r.provider.id}\u0000${r.model.id}`;
-    let byPrice = this.interned.get(r.model_price);
-    if (byPrice === undefined) this.interned.set(r.model_price, (byPrice = new Map()));
-    let resolved = byPrice.get(key);
-    if (resolved === undefined) byPrice.set(key, (resolved = { source, provider: r.provider.id, model: r.model.id, prices: fromCatalog(r.model_price) }));
-    return resolved;
+    return { provider: r.provider.id, model: r.model, inForce: catalogEntry(r.model, r.model_price) };
+  }
+
+  /** Records of a model of its own (an alias, a provider the catalog lacks) naming this model, in force at `atMs`. */
+  private ownRecords(providers: readonly string[], model: string, atMs: number): number[] {
+    const out: number[] = [];
+    for (const p of new Set(providers)) {
+      for (const i of this.ownModels.get(p) ?? []) {
+        const a = this.adoptions[i] as Adoption;
+        if (dayMs(a.from) <= atMs && matches(a.match ?? { equals: a.model }, model)) out.push(i);
+      }
+    }
+    return out;
+  }
+
+  /** What prices a name at an instant: the catalog's model and its entry in force, and the dated records that apply. */
+  basis(provider: string, model: string, atMs: number): PriceBasis | null {
+    const cat = this.catalogMatch(provider, model, atMs);
+    const inForce = (ids: readonly number[] | undefined) => (ids ?? []).filter((i) => dayMs((this.adoptions[i] as Adoption).from) <= atMs);
+    const own = this.ownRecords(provider === '' ? [...this.ownModels.keys()] : [provider, cat?.provider ?? provider], model, atMs);
+    if (cat === null && own.length === 0) return null;
+    const catalogModel = cat === null ? [] : inForce(this.byModel.get(`${cat.provider}\u0000${cat.model.id}`));
+    const owner = own.length > 0 ? (this.adoptions[own[own.length - 1] as number] as Adoption) : undefined;
+    const ruleProviders = cat === null || cat.provider === provider ? [provider] : [provider, cat.provider];
+    const rules = inForce(ruleProviders.flatMap((p) => this.everyModel.get(p) ?? []));
+    return {
+      catalog: cat === null ? null : { provider: cat.provider, model: cat.model.id, entry: cat.inForce },
+      records: [...catalogModel, ...own, ...rules],
+      provider: owner?.provider ?? (cat as NonNullable<typeof cat>).provider,
+      model: owner?.model ?? (cat as NonNullable<typeof cat>).model.id,
+    };
+  }
+
+  /** A dated record the engine holds, by its index in `basis().records`. */
+  adoptionAt(index: number): Adoption | undefined {
+    return this.adoptions[index];
+  }
+
+  private lookup(provider: string, model: string, atMs: number): ResolvedPrice | null {
+    const b = this.basis(provider, model, atMs);
+    if (b === null) return null;
+    const id = `${b.catalog?.provider ?? ''}\u0000${b.catalog?.model ?? ''}\u0000${b.catalog?.entry.index ?? ''}\u0000${b.records.join(',')}`;
+    let byPrice = this.interned.get(id);
+    if (byPrice !== undefined) return byPrice;
+    const tag = this.catalogVersion;
+    const merged = mergePrices(
+      b.catalog === null ? undefined : { entry: b.catalog.entry, tag },
+      b.records.map((index) => ({ index, adoption: this.adoptions[index] as Adoption })),
+    );
+    byPrice = resolvedPrice({ source: `catalog:${tag}`, provider: b.provider, model: b.model, merged }, (v) => unitPrices(merged, v, tag));
+    this.interned.set(id, byPrice);
+    return byPrice;
   }
 
   /** The hot path: exact costs of one span. */
@@ -363,28 +401,56 @@ export class PriceEngine {
     if (span.modelId === undefined || span.modelId === '') return UNPRICED;
     const resolved = this.resolve(orgId, span.provider, span.modelId, span.startTime);
     if (resolved === null) return UNPRICED;
-    return costsFor(span.usage, resolved.prices, resolved.source);
+    const noVariant = span.serviceTier === undefined && span.batch === undefined && span.region === undefined;
+    const prices = noVariant ? resolved.prices : resolved.variant(variantOf(span, resolved.provider));
+    if (isNoPrices(prices)) return UNPRICED;
+    return costsFor(span.usage, prices);
+  }
+
+  /** Why a span of this model would be left unpriced (no price, or none for its tier, region or a bucket), or undefined. */
+  whyUnpriced(q: { orgId: string; provider?: string | undefined; model: string; at: number; variant?: Variant; usage?: Usage }): string | undefined {
+    const r = this.resolve(q.orgId, q.provider, q.model, q.at);
+    if (r === null) return 'no price for the model';
+    const prices = r.variant(q.variant ?? STANDARD);
+    if (isNoPrices(prices)) return prices.missing;
+    const u = q.usage ?? {};
+    const missing = TOKEN_BUCKETS.filter((b) => (u[b.field] ?? 0) > 0 && prices.tokens[b.name] === undefined).map((b) => b.name);
+    return missing.length === 0 ? undefined : `no ${missing.join(', ')} price`;
   }
 
   /** Unit prices as text for `prices show`. */
-  quote(q: { orgId: string; provider?: string | undefined; model: string; at: number; usage?: Usage }): PriceQuote | null {
+  quote(q: { orgId: string; provider?: string | undefined; model: string; at: number; usage?: Usage; variant?: Variant }): PriceQuote | null {
     const r = this.resolve(q.orgId, q.provider, q.model, q.at);
     if (r === null) return null;
-    const u = q.usage ?? {};
-    const totalInput = (u.inputTokens ?? 0) + (u.cachedInputTokens ?? 0) + (u.cacheWriteInputTokens ?? 0);
-    const p = r.prices;
-    const tiers = [...new Set([p.input, p.output, p.cachedInput].flatMap((t) => t.tiers.map((x) => x.start)))].sort((a, b) => a - b);
-    const over = tiers.filter((s) => totalInput > s).pop();
+    const variant = q.variant ?? STANDARD;
+    const p = r.variant(variant);
+    if (isNoPrices(p)) return null;
+    const prompt = promptTokens(q.usage ?? {});
+    const t = p.tokens;
+    const tiers = [...new Set([t.input, t.output, t.cachedInput].flatMap((x) => x?.tiers.map((y) => y.start) ?? []))].sort((a, b) => a - b);
+    const over = tiers.filter((s) => prompt > s).pop();
+    const at = (x: Tiered | undefined): string => (x === undefined ? '0' : formatDecimal(priceAt(x, prompt)));
+    const maybe = (x: Tiered | undefined): string | null => (x === undefined ? null : formatDecimal(priceAt(x, prompt)));
+    const newest = [...Object.values(p.tokenFrom), p.unitFrom].reduce<{ from: number; source: string } | undefined>(
+      (a, f) => (f !== undefined && (a === undefined || f.from >= a.from) ? f : a),
+      undefined,
+    );
     return {
-      source: r.source,
+      source: newest?.source ?? p.source,
       provider: r.provider,
       model: r.model,
       tier: over === undefined ? 'base' : `> ${over} input tokens`,
-      inputPerMtok: formatDecimal(at(p.input, totalInput)),
-      cachedInputPerMtok: formatDecimal(at(p.cachedInput, totalInput)),
-      cacheWriteInputPerMtok: formatDecimal(at(p.cacheWriteInput, totalInput)),
-      outputPerMtok: formatDecimal(at(p.output, totalInput)),
-      reasoningPerMtok: formatDecimal(at(p.reasoning, totalInput)),
+      serviceTier: variant.tier,
+      region: variant.region,
+      inputPerMtok: at(t.input),
+      cachedInputPerMtok: at(t.cachedInput),
+      cacheWriteInputPerMtok: at(t.cacheWriteInput),
+      outputPerMtok: at(t.output),
+      reasoningPerMtok: at(t.reasoning),
+      cacheWrite1hInputPerMtok: maybe(t.cacheWrite1hInput),
+      audioInputPerMtok: maybe(t.audioInput),
+      cachedAudioInputPerMtok: maybe(t.cachedAudioInput),
+      audioOutputPerMtok: maybe(t.audioOutput),
       imageEach: formatDecimal(p.imageEach),
       webSearchEach: formatDecimal(p.webSearchEach),
       requestEach: formatDecimal(p.requestEach),

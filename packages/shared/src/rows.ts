@@ -1,3 +1,4 @@
+import { regionOf, serviceTierOf } from './billing-mode.js';
 import { USAGE_DIMENSIONS, type UsageColumn } from './fields.js';
 import type { IngestPayload, Metadata, Span, Trace, Usage } from './schema.js';
 
@@ -37,6 +38,8 @@ export const SPAN_COLUMNS = [
   ['error_message', 'string'],
   ['provider', 'string'],
   ['model_id', 'string'],
+  ['service_tier', 'string'],
+  ['region', 'string'],
   ['input_tokens', 'int'],
   ['output_tokens', 'int'],
   ['total_tokens', 'int'],
@@ -46,6 +49,10 @@ export const SPAN_COLUMNS = [
   ['image_count', 'int'],
   ['web_search_count', 'int'],
   ['request_count', 'int'],
+  ['cache_write_1h_input_tokens', 'int'],
+  ['audio_input_tokens', 'int'],
+  ['cached_audio_input_tokens', 'int'],
+  ['audio_output_tokens', 'int'],
   ['input_cost', 'decimal'],
   ['output_cost', 'decimal'],
   ['reasoning_cost', 'decimal'],
@@ -54,6 +61,10 @@ export const SPAN_COLUMNS = [
   ['image_cost', 'decimal'],
   ['web_search_cost', 'decimal'],
   ['request_cost', 'decimal'],
+  ['cache_write_1h_input_cost', 'decimal'],
+  ['audio_input_cost', 'decimal'],
+  ['cached_audio_input_cost', 'decimal'],
+  ['audio_output_cost', 'decimal'],
   ['total_cost', 'decimal'],
   ['priced', 'bool'],
   ['price_source', 'string'],
@@ -178,13 +189,23 @@ export function usageColumns(u: Usage | undefined): Record<UsageColumn, number> 
 
 /**
  * `total_tokens`, one rule for every route: the total the client reported,
- * else the sum of the token buckets (input, cache read, cache write, output,
- * reasoning), which are disjoint. Stored, never priced.
+ * else the sum of the token buckets (input, cache read, cache writes, output,
+ * reasoning, audio in, out and cached), which are disjoint. Stored, never priced.
  */
 export function totalTokens(u: Usage | undefined): number {
   if (u === undefined) return 0;
   if (u.totalTokens !== undefined) return u.totalTokens;
-  return (u.inputTokens ?? 0) + (u.cachedInputTokens ?? 0) + (u.cacheWriteInputTokens ?? 0) + (u.outputTokens ?? 0) + (u.reasoningTokens ?? 0);
+  return (
+    (u.inputTokens ?? 0) +
+    (u.cachedInputTokens ?? 0) +
+    (u.cacheWriteInputTokens ?? 0) +
+    (u.cacheWrite1hInputTokens ?? 0) +
+    (u.audioInputTokens ?? 0) +
+    (u.cachedAudioInputTokens ?? 0) +
+    (u.outputTokens ?? 0) +
+    (u.reasoningTokens ?? 0) +
+    (u.audioOutputTokens ?? 0)
+  );
 }
 
 // Row objects keep the table's key order, as the line form does.
@@ -227,6 +248,8 @@ export function spanToRow(trace: Trace, span: Span, ctx: RowContext, costs: Span
     error_message: span.errorMessage ?? '',
     provider: span.provider ?? '',
     model_id: span.modelId ?? '',
+    service_tier: serviceTierOf(span),
+    region: regionOf(span),
     ...usageColumns(u),
     ...costs,
     ttft_ms: span.ttftMs ?? null,
@@ -285,6 +308,8 @@ const str = (s: string | undefined): string => (s === undefined ? '""' : JSON.st
 const num = (n: number | undefined): string => (n === undefined ? 'null' : String(n));
 const count = (n: number | undefined): string => (n === undefined ? '0' : String(n));
 const list = (a: readonly (string | number)[] | undefined): string => (a === undefined ? '[]' : JSON.stringify(a));
+// Most spans report no tier or region.
+const billingText = (s: string): string => (s === '' ? '""' : JSON.stringify(s));
 const keysOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaKeys(m)));
 const valuesOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaValues(m)));
 
@@ -319,14 +344,19 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
     `,"start_time":${span.startTime},"end_time":${span.endTime},"start_date":"${utcDay(span.startTime)}","duration_ms":${span.endTime - span.startTime}` +
     `,"status":${span.status === undefined ? '"ok"' : JSON.stringify(span.status)},"error_message":${str(span.errorMessage)}` +
     `,"provider":${str(span.provider)},"model_id":${str(span.modelId)}` +
+    `,"service_tier":${billingText(serviceTierOf(span))},"region":${billingText(regionOf(span))}` +
     `,"input_tokens":${count(u?.inputTokens)},"output_tokens":${count(u?.outputTokens)},"total_tokens":${totalTokens(u)}` +
     `,"reasoning_tokens":${count(u?.reasoningTokens)},"cached_input_tokens":${count(u?.cachedInputTokens)}` +
     `,"cache_write_input_tokens":${count(u?.cacheWriteInputTokens)},"image_count":${count(u?.imageCount)}` +
     `,"web_search_count":${count(u?.webSearchCount)},"request_count":${count(u?.requestCount)}` +
+    `,"cache_write_1h_input_tokens":${count(u?.cacheWrite1hInputTokens)},"audio_input_tokens":${count(u?.audioInputTokens)}` +
+    `,"cached_audio_input_tokens":${count(u?.cachedAudioInputTokens)},"audio_output_tokens":${count(u?.audioOutputTokens)}` +
     // Decimal strings hold only digits, '-' and '.': nothing to escape.
     `,"input_cost":"${costs.input_cost}","output_cost":"${costs.output_cost}","reasoning_cost":"${costs.reasoning_cost}"` +
     `,"cached_input_cost":"${costs.cached_input_cost}","cache_write_input_cost":"${costs.cache_write_input_cost}"` +
     `,"image_cost":"${costs.image_cost}","web_search_cost":"${costs.web_search_cost}","request_cost":"${costs.request_cost}"` +
+    `,"cache_write_1h_input_cost":"${costs.cache_write_1h_input_cost}","audio_input_cost":"${costs.audio_input_cost}"` +
+    `,"cached_audio_input_cost":"${costs.cached_audio_input_cost}","audio_output_cost":"${costs.audio_output_cost}"` +
     `,"total_cost":"${costs.total_cost}","priced":${costs.priced},"price_source":${JSON.stringify(costs.price_source)}` +
     `,"ttft_ms":${num(span.ttftMs)},"chunk_offsets":${list(span.chunkOffsets)},"chunk_tokens":${list(span.chunkTokens)}` +
     `,"reasoning_offsets":${list(span.reasoningOffsets)},"reasoning_chunk_tokens":${list(span.reasoningChunkTokens)}` +

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT } from './fields.js';
+import { BILLING_TEXT, CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT } from './fields.js';
 
 /**
  * The v1 wire contract of `POST /ingest` (ingest-api-v1.md, section 2).
@@ -88,6 +88,20 @@ export const UsageSchema = z
     imageCount: count.optional().meta({ description: 'Images generated or read; priced per image.' }),
     webSearchCount: count.optional().meta({ description: 'Web search calls; priced per call.' }),
     requestCount: count.optional().meta({ description: 'Requests; priced per request.' }),
+    cacheWrite1hInputTokens: count.optional().meta({
+      description:
+        'Input tokens written to a one-hour prompt cache (Anthropic ephemeral_1h), disjoint from inputTokens and cacheWriteInputTokens ' +
+        '(which holds the five-minute writes). Priced at the one-hour cache-write rate.',
+    }),
+    audioInputTokens: count.optional().meta({
+      description: 'Audio input tokens not read from a cache, disjoint from inputTokens (text). Priced at the audio input rate.',
+    }),
+    cachedAudioInputTokens: count.optional().meta({
+      description: 'Audio input tokens read from the prompt cache, disjoint from audioInputTokens and cachedInputTokens. Priced at the cached audio rate.',
+    }),
+    audioOutputTokens: count.optional().meta({
+      description: 'Audio output tokens, disjoint from outputTokens (text). Priced at the audio output rate.',
+    }),
   })
   .meta({ description: 'Token and request counts. Each count is a disjoint bucket priced independently with its own unit price.' });
 
@@ -119,6 +133,26 @@ export const SpanSchema = z
     provider: text(SPAN_TEXT.provider).optional(),
     modelId: text(SPAN_TEXT.modelId).optional(),
     usage: UsageSchema.optional(),
+    serviceTier: text(BILLING_TEXT.serviceTier)
+      .optional()
+      .meta({
+        description:
+          'The service tier that served the call, as the provider reports it (OpenAI service_tier: default, flex, priority; Anthropic ' +
+          'usage.service_tier: standard, priority, batch; Gemini trafficType). Absent or default/standard/auto: the standard price. ' +
+          'A tier with no known price leaves the span unpriced.',
+      }),
+    batch: z
+      .boolean({ message: 'must be true or false' })
+      .optional()
+      .meta({ description: "The call went through the provider's batch API (priced at its batch rate); default false." }),
+    region: text(BILLING_TEXT.region)
+      .optional()
+      .meta({
+        description:
+          'Where the provider ran the call, when it bills by it: Anthropic usage.inference_geo (us, global), a Vertex AI endpoint ' +
+          "location (global, us-east5, europe-west1, ...), OpenAI's data-residency region (us, eu). Bedrock's comes from the " +
+          'inference profile in modelId (us., eu., global., ...). A region with no known price leaves the span unpriced.',
+      }),
     ttftMs: z.number().min(0, { message: 'must be >= 0' }).optional(),
     chunkOffsets: chunkArray.optional(),
     chunkTokens: chunkArray.optional(),

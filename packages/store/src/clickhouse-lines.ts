@@ -21,7 +21,7 @@ function bytesAt(buf: Buffer, at: number, want: Buffer): boolean {
 /**
  * 18.x reads a Decimal only from a bare JSON number, while the canonical line
  * carries costs as strings (no float ever touches money). Drops the quotes
- * around the nine cost values of each line and touches nothing else.
+ * around the cost values of each line and touches nothing else.
  *
  * A match is structural: in JSON text an unescaped `":"` only follows a key,
  * and only column names are keys, so no string value can fake one. Per line it

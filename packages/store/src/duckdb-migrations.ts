@@ -23,6 +23,25 @@ export function readJsonColumns(columns: readonly (readonly [string, ColumnKind]
   return `{${columns.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
 }
 
+/** What a line without a column's key loads as: the empty value of its kind (NULL where the column takes NULL). */
+const EMPTY: Partial<Record<ColumnKind, string>> = {
+  string: "''",
+  int: '0',
+  decimal: '0',
+  bool: 'false',
+  string_array: '[]',
+  int_array: '[]',
+};
+
+/**
+ * The select list of a bulk load of these columns from read_json. A line
+ * written before a column existed (a write log replayed after an upgrade)
+ * lacks its key, which read_json gives as NULL: it loads as the empty value.
+ */
+export function loadColumnList(columns: readonly (readonly [string, ColumnKind])[] = SPAN_COLUMNS): string {
+  return columns.map(([n, k]) => (EMPTY[k] === undefined ? `"${n}"` : `coalesce("${n}", ${EMPTY[k]}) AS "${n}"`)).join(', ');
+}
+
 export interface DuckDbMigrationLogger {
   warn(obj: object, msg: string): void;
   info(obj: object, msg: string): void;

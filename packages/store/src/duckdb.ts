@@ -25,7 +25,7 @@ import {
   TRACE_WINDOW_DAYS,
   traceDeltaSql,
 } from '@trace-ingest/shared/rollups';
-import { applyDuckDbMigrations, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
+import { applyDuckDbMigrations, loadColumnList, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import { groupCountSql, listRowsSql, rebuildTopListSql, unmarkSql } from './duckdb-top-lists.js';
 import { dateLiteral, daysBetween, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
 import {
@@ -284,6 +284,9 @@ export class DuckDbSpanStore implements SpanStore {
         await this.addBatch(range);
       }),
     );
+    // A batch's temp tables would otherwise stay in memory until the next one replaces them, beside it.
+    await this.run('DROP TABLE IF EXISTS ti_batch');
+    await this.run('DROP TABLE IF EXISTS ti_resolved');
     await this.confirmFile();
     await this.compactIfDue();
   }
@@ -722,7 +725,7 @@ export class DuckDbSpanStore implements SpanStore {
       await fs.mkdir(this.tmpDir, { recursive: true, mode: 0o700 });
       await writeChunks(file, chunksOf(lines));
       await body(
-        `SELECT ${columns.map(([n]) => `"${n}"`).join(', ')} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
+        `SELECT ${loadColumnList(columns)} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
           `columns = ${readJsonColumns(columns)}, maximum_object_size = 33554432)`,
       );
     } finally {
