@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { CATALOG_DIR, type Adoption } from './catalog.js';
+import { CATALOG_DIR } from './catalog.js';
 import { formatDecimal, parseDecimal } from './decimal.js';
-import { normalizeProvider, type PriceEngine } from './price-engine.js';
+import { normalizeProvider, type PriceEngine, type ResolvedPrice } from './price-engine.js';
+import { variantKey, type Adoption, type PriceValue } from './price-records.js';
+import { priceAt, type Tiered, type TokenBucket, type Variant } from './unit-prices.js';
 
 /**
  * An audit of the catalog in force against a second maintained catalog:
@@ -12,7 +14,10 @@ import { normalizeProvider, type PriceEngine } from './price-engine.js';
  * history; they are turned into the catalog's units (USD per million tokens,
  * exact decimals) and counting rules (a cache read or write is its own
  * bucket; a long-context tier applies to the whole prompt above it) before
- * they are compared, bucket by bucket and tier by tier.
+ * they are compared, bucket by bucket, tier by tier, and for each service
+ * tier and region it prices apart (flex, priority, batch; US-only and
+ * regional processing). Every disagreement lists each source that states the
+ * price, with the day it holds from, newest first.
  */
 
 export interface SecondCatalogMeta {
@@ -57,6 +62,7 @@ export const LITELLM_PROVIDERS: Record<string, string> = {
   mistral: 'mistral',
   gemini: 'google',
   'vertex_ai-language-models': 'google-vertex',
+  'vertex_ai-anthropic_models': 'google-vertex',
   bedrock: 'aws',
   bedrock_converse: 'aws',
   groq: 'groq',
@@ -101,36 +107,102 @@ export function perMillion(x: number): string {
   return formatDecimal(parseDecimal(`${negative ? '-' : ''}${int}${frac === '' ? '' : `.${frac}`}`));
 }
 
-export type Bucket = 'input' | 'output' | 'cache read' | 'cache write';
-const BUCKET_FIELDS: Record<Bucket, string> = {
-  input: 'input_cost_per_token',
-  output: 'output_cost_per_token',
-  'cache read': 'cache_read_input_token_cost',
-  'cache write': 'cache_creation_input_token_cost',
-};
+/** A bucket as the audit names it, with the catalog key it is priced by and LiteLLM's field for it. */
+const AUDIT_BUCKETS = [
+  { bucket: 'input', name: 'input', key: 'input_mtok', fields: ['input_cost_per_token'] },
+  { bucket: 'output', name: 'output', key: 'output_mtok', fields: ['output_cost_per_token'] },
+  { bucket: 'cache read', name: 'cachedInput', key: 'cache_read_mtok', fields: ['cache_read_input_token_cost'] },
+  { bucket: 'cache write', name: 'cacheWriteInput', key: 'cache_write_mtok', fields: ['cache_creation_input_token_cost'] },
+  { bucket: 'cache write 1h', name: 'cacheWrite1hInput', key: 'cache_write_1h_mtok', fields: ['cache_creation_input_token_cost_above_1hr'] },
+  { bucket: 'audio input', name: 'audioInput', key: 'input_audio_mtok', fields: ['input_cost_per_audio_token'] },
+  // LiteLLM names OpenAI's cached audio price `cache_creation_input_audio_token_cost` where it has no read price.
+  {
+    bucket: 'cached audio input',
+    name: 'cachedAudioInput',
+    key: 'cache_audio_read_mtok',
+    fields: ['cache_read_input_audio_token_cost', 'cache_creation_input_audio_token_cost'],
+  },
+  { bucket: 'audio output', name: 'audioOutput', key: 'output_audio_mtok', fields: ['output_cost_per_audio_token'] },
+] as const satisfies readonly { bucket: string; name: TokenBucket; key: string; fields: readonly string[] }[];
+
+export type Bucket = (typeof AUDIT_BUCKETS)[number]['bucket'];
+
+/** LiteLLM's long-context suffixes: the prompt size above which the price holds. */
 const TIER_SUFFIXES: [string, number][] = [
   ['_above_128k_tokens', 128_000],
   ['_above_200k_tokens', 200_000],
   ['_above_256k_tokens', 256_000],
+  ['_above_272k_tokens', 272_000],
+  ['_above_512k_tokens', 512_000],
 ];
 
-/** One LiteLLM entry's unit prices: per bucket, the base price and the long-context tiers. */
+/** LiteLLM's service tiers, by field suffix (`input_cost_per_token_flex`). */
+const SERVICE_TIERS: [string, string][] = [
+  ['_flex', 'flex'],
+  ['_priority', 'priority'],
+  ['_batches', 'batch'],
+];
+
+type SecondBucket = { base: string; tiers: { start: number; price: string }[] };
+
+/** One LiteLLM entry's unit prices: per bucket the base price and long-context tiers, per service tier likewise, and region multipliers. */
 export interface SecondPrices {
-  buckets: Partial<Record<Bucket, { base: string; tiers: { start: number; price: string }[] }>>;
+  buckets: Partial<Record<Bucket, SecondBucket>>;
+  /** Per service tier (flex, priority, batch): its buckets. */
+  serviceTiers: Record<string, Partial<Record<Bucket, SecondBucket>>>;
+  /** Per region (us, eu): the multiple of the standard price it is billed at. */
+  regions: Record<string, string>;
+}
+
+function bucketAt(e: LiteLlmEntry, field: string, suffix: string): SecondBucket | undefined {
+  const base = e[`${field}${suffix}`];
+  if (typeof base !== 'number') return undefined;
+  const tiers = TIER_SUFFIXES.flatMap(([t, start]) => {
+    const v = e[`${field}${t}${suffix}`];
+    return typeof v === 'number' ? [{ start, price: perMillion(v) }] : [];
+  });
+  return { base: perMillion(base), tiers };
 }
 
 export function secondPrices(e: LiteLlmEntry): SecondPrices {
-  const buckets: SecondPrices['buckets'] = {};
-  for (const [bucket, field] of Object.entries(BUCKET_FIELDS) as [Bucket, string][]) {
-    const base = e[field];
-    if (typeof base !== 'number') continue;
-    const tiers = TIER_SUFFIXES.flatMap(([suffix, start]) => {
-      const v = e[`${field}${suffix}`];
-      return typeof v === 'number' ? [{ start, price: perMillion(v) }] : [];
-    });
-    buckets[bucket] = { base: perMillion(base), tiers };
+  const read = (suffix: string): Partial<Record<Bucket, SecondBucket>> => {
+    const out: Partial<Record<Bucket, SecondBucket>> = {};
+    for (const b of AUDIT_BUCKETS) {
+      for (const field of b.fields) {
+        const v = b.bucket === 'cache write 1h' ? oneHourWrite(e, suffix) : bucketAt(e, field, suffix);
+        if (v !== undefined) {
+          out[b.bucket] = v;
+          break;
+        }
+      }
+    }
+    return out;
+  };
+  const serviceTiers: SecondPrices['serviceTiers'] = {};
+  for (const [suffix, tier] of SERVICE_TIERS) {
+    const b = read(suffix);
+    if (Object.keys(b).length > 0) serviceTiers[tier] = b;
   }
-  return { buckets };
+  const regions: Record<string, string> = {};
+  for (const region of ['us', 'eu']) {
+    const m = e[`regional_processing_uplift_multiplier_${region}`];
+    if (typeof m === 'number') regions[region] = formatDecimal(parseDecimal(m));
+  }
+  // Anthropic's US-only inference, as LiteLLM keeps it.
+  const us = (e['provider_specific_entry'] as Record<string, unknown> | undefined)?.us;
+  if (typeof us === 'number') regions.us = formatDecimal(parseDecimal(us));
+  return { buckets: read(''), serviceTiers, regions };
+}
+
+/** LiteLLM's one-hour cache write: `..._above_1hr`, its long-context price `..._above_1hr_above_200k_tokens`. */
+function oneHourWrite(e: LiteLlmEntry, suffix: string): SecondBucket | undefined {
+  const base = e[`cache_creation_input_token_cost_above_1hr${suffix}`];
+  if (typeof base !== 'number') return undefined;
+  const tiers = TIER_SUFFIXES.flatMap(([t, start]) => {
+    const v = e[`cache_creation_input_token_cost_above_1hr${t}${suffix}`];
+    return typeof v === 'number' ? [{ start, price: perMillion(v) }] : [];
+  });
+  return { base: perMillion(base), tiers };
 }
 
 /** The catalog's (provider, model) an entry of the second catalog prices, or undefined when its provider is not one the catalog has. */
@@ -145,12 +217,28 @@ export function entryTarget(key: string, e: LiteLlmEntry): { provider: string; m
 }
 
 export interface AuditDiff {
-  bucket: Bucket;
+  bucket: Bucket | 'multiplier';
   /** `base`, or `> 200000` input tokens. */
   tier: string;
-  /** USD per 1M tokens in force (the catalog, an adoption or an override); null when nothing prices it. */
+  /** The service tier or region the price is of (`flex`, `batch`, `region us`); absent for the standard price. */
+  variant?: string;
+  /** USD per 1M tokens in force (the catalog, an adoption or an override), or the multiple; null when nothing prices it. */
   inForce: string | null;
   second: string;
+}
+
+/** One source of a price, with the day it holds from. */
+export interface AuditSource {
+  /** The catalog's tag, an adoption's source, `override:<id>`, or the second catalog's tag. */
+  source: string;
+  /** YYYY-MM-DD from which it holds ('' for a catalog price without a start date: the catalog's own date is `catalogDate`). */
+  from: string;
+  /** The price it states (USD per 1M tokens, or the multiple), null when it states none for this bucket. */
+  price: string | null;
+  /** What it is: the catalog in force, a dated adoption, an override, or the second catalog. */
+  kind: 'catalog' | 'adoption' | 'override' | 'second catalog';
+  /** Whether the price in force is this one. */
+  inForce: boolean;
 }
 
 export interface AuditFinding {
@@ -162,16 +250,35 @@ export interface AuditFinding {
   /** Where the price in force comes from (`catalog:...`, `override:...`), or null. */
   source: string | null;
   diffs: AuditDiff[];
+  /** For each diff (same index), every source that states its price, newest first. */
+  diffSources: AuditSource[][];
   /** With `only`: the model names (as spans send them) this finding stands for. */
   seenAs?: string[];
 }
 
+const AUDIT_VARIANTS = (theirs: SecondPrices): { variant: Variant; label: string | undefined; buckets: Partial<Record<Bucket, SecondBucket>> }[] => [
+  { variant: { tier: '', region: '' }, label: undefined, buckets: theirs.buckets },
+  ...Object.entries(theirs.serviceTiers).map(([tier, buckets]) => ({ variant: { tier, region: '' }, label: tier, buckets })),
+];
+
+/** Thresholds one token apart are one threshold (a catalog says `> 271999`, LiteLLM `above 272k`): the larger stands for both. */
+function thresholdsOf(all: number[]): number[] {
+  const sorted = [...new Set(all)].sort((a, b) => a - b);
+  return sorted.filter((t, i) => sorted[i + 1] === undefined || (sorted[i + 1] as number) - t > 1);
+}
+
+function theirsAt(b: SecondBucket, prompt: number | undefined): string {
+  let p = b.base;
+  for (const t of b.tiers) if (prompt !== undefined && prompt >= t.start) p = t.price;
+  return p;
+}
+
 /**
  * Every model where the second catalog disagrees with the prices in force on
- * any bucket or tier (or prices a model the catalog does not know), at
- * `at`. With `only`, just those (provider, model) pairs (models with spans),
- * matched by name or by the catalog model both names resolve to
- * (`claude-sonnet-4` and `claude-sonnet-4-20250514`).
+ * any bucket, tier, service tier or region (or prices a model the catalog
+ * does not know), at `at`. With `only`, just those (provider, model) pairs
+ * (models with spans), matched by name or by the catalog model both names
+ * resolve to (`claude-sonnet-4` and `claude-sonnet-4-20250514`).
  */
 export function auditPrices(
   engine: PriceEngine,
@@ -206,71 +313,146 @@ export function auditPrices(
     seen.add(id);
     const theirs = secondPrices(e);
     if (Object.keys(theirs.buckets).length === 0) continue;
-    const base = engine.quote({ orgId: '', provider: target.provider, model: target.model, at: opts.at });
-    if (base === null) {
-      out.push({
-        ...target,
-        key,
-        status: 'unknown to the catalog',
-        source: null,
-        diffs: diffsAgainst(null, theirs, () => null),
-        ...(seenAs === undefined ? {} : { seenAs }),
-      });
+    const resolved = engine.resolve('', target.provider, target.model, opts.at);
+    const found = diffsOf(engine, resolved, theirs, target, opts.at, second);
+    if (resolved === null) {
+      out.push({ ...target, key, status: 'unknown to the catalog', source: null, ...found, ...(seenAs === undefined ? {} : { seenAs }) });
       continue;
     }
-    const thresholds = [...new Set([...base.tiers, ...Object.values(theirs.buckets).flatMap((b) => b.tiers.map((t) => t.start))])].sort((a, b) => a - b);
-    const quoteAt = (tier: number | undefined) =>
-      tier === undefined ? base : engine.quote({ orgId: '', provider: target.provider, model: target.model, at: opts.at, usage: { inputTokens: tier + 1 } });
-    const diffs = diffsAgainst(thresholds, theirs, (bucket, tier) => {
-      const q = quoteAt(tier);
-      if (q === null) return null;
-      return { input: q.inputPerMtok, output: q.outputPerMtok, 'cache read': q.cachedInputPerMtok, 'cache write': q.cacheWriteInputPerMtok }[bucket];
-    });
-    if (diffs.length > 0) out.push({ ...target, key, status: 'differs', source: base.source, diffs, ...(seenAs === undefined ? {} : { seenAs }) });
+    const base = engine.quote({ orgId: '', provider: target.provider, model: target.model, at: opts.at });
+    if (found.diffs.length > 0)
+      out.push({ ...target, key, status: 'differs', source: base?.source ?? resolved.source, ...found, ...(seenAs === undefined ? {} : { seenAs }) });
   }
   return out.sort((a, b) => a.provider.localeCompare(b.provider) || a.model.localeCompare(b.model));
 }
 
-function diffsAgainst(
-  thresholds: number[] | null,
+function diffsOf(
+  engine: PriceEngine,
+  resolved: ResolvedPrice | null,
   theirs: SecondPrices,
-  ours: (bucket: Bucket, tier: number | undefined) => string | null | undefined,
-): AuditDiff[] {
+  target: { provider: string; model: string },
+  at: number,
+  second: SecondCatalog,
+): Pick<AuditFinding, 'diffs' | 'diffSources'> {
   const diffs: AuditDiff[] = [];
-  for (const [bucket, b] of Object.entries(theirs.buckets) as [Bucket, NonNullable<SecondPrices['buckets'][Bucket]>][]) {
-    const at = (tier: number | undefined): string => {
-      let p = b.base;
-      for (const t of b.tiers) if (tier !== undefined && tier >= t.start) p = t.price;
-      return p;
-    };
-    for (const tier of [undefined, ...(thresholds ?? [])]) {
-      const mine = ours(bucket, tier) ?? null;
-      const second = at(tier);
-      if (mine === null || formatDecimal(parseDecimal(mine)) !== second)
-        diffs.push({ bucket, tier: tier === undefined ? 'base' : `> ${tier}`, inForce: mine, second });
+  const diffSources: AuditSource[][] = [];
+  const text = (t: Tiered | undefined, prompt: number | undefined): string | null => (t === undefined ? null : formatDecimal(priceAt(t, prompt ?? 0)));
+  // A model the catalog does not know is listed with the second catalog's standard prices alone.
+  for (const { variant, label, buckets } of resolved === null ? AUDIT_VARIANTS(theirs).slice(0, 1) : AUDIT_VARIANTS(theirs)) {
+    const ours = resolved?.variant(variant);
+    const prices = ours === undefined || 'missing' in ours ? undefined : ours;
+    const thresholds =
+      resolved === null
+        ? []
+        : thresholdsOf([
+            ...Object.values(prices?.tokens ?? {}).flatMap((t) => t?.tiers.map((x) => x.start) ?? []),
+            ...Object.values(buckets).flatMap((b) => b.tiers.map((t) => t.start)),
+          ]);
+    for (const b of AUDIT_BUCKETS) {
+      const their = buckets[b.bucket];
+      if (their === undefined) continue;
+      for (const tier of [undefined, ...thresholds]) {
+        const prompt = tier === undefined ? undefined : tier + 1;
+        const mine = prices === undefined ? null : text(prices.tokens[b.name], prompt);
+        const theirPrice = theirsAt(their, prompt);
+        if (mine !== null && formatDecimal(parseDecimal(mine)) === theirPrice) continue;
+        diffs.push({
+          bucket: b.bucket,
+          tier: tier === undefined ? 'base' : `> ${tier}`,
+          ...(label === undefined ? {} : { variant: label }),
+          inForce: mine,
+          second: theirPrice,
+        });
+        diffSources.push(sourcesOf(engine, resolved, target, at, variantKeys(variant, b.key), prompt, second, theirPrice));
+      }
     }
   }
-  return diffs;
+  for (const [region, multiple] of resolved === null ? [] : Object.entries(theirs.regions)) {
+    const key = `region:${region}.multiplier`;
+    const mine = resolved?.merged?.get(key)?.value;
+    const minePrice = typeof mine === 'number' ? formatDecimal(parseDecimal(mine)) : null;
+    if (minePrice === multiple) continue;
+    diffs.push({ bucket: 'multiplier', tier: 'base', variant: `region ${region}`, inForce: minePrice, second: multiple });
+    diffSources.push(sourcesOf(engine, resolved, target, at, [key], undefined, second, multiple));
+  }
+  return { diffs, diffSources };
+}
+
+/** The keys a bucket's price in a variant is made of: its own price there, the variant's multiple, the standard price. */
+function variantKeys(v: Variant, key: string): string[] {
+  return v.tier === '' ? [key] : [`tier:${v.tier}.${key}`, `tier:${v.tier}.multiplier`, key];
+}
+
+function valueText(v: PriceValue | undefined, prompt: number | undefined): string | null {
+  if (v === undefined) return null;
+  if (typeof v === 'number') return formatDecimal(parseDecimal(v));
+  let p = v.base;
+  for (const t of [...v.tiers].sort((a, b) => a.start - b.start)) if ((prompt ?? 0) > t.start) p = t.price;
+  return formatDecimal(parseDecimal(p));
+}
+
+/** Every source stating one of `keys` for the model (first key first), and the second catalog's price, newest first. */
+function sourcesOf(
+  engine: PriceEngine,
+  resolved: ResolvedPrice | null,
+  target: { provider: string; model: string },
+  at: number,
+  keys: string[],
+  prompt: number | undefined,
+  second: SecondCatalog,
+  theirPrice: string,
+): AuditSource[] {
+  const out: AuditSource[] = [];
+  const winner = (k: string) => resolved?.merged?.get(k)?.from;
+  const inForceKey = keys.find((k) => winner(k) !== undefined);
+  const basis = engine.basis(normalizeProvider(target.provider), target.model, at);
+  if (resolved !== null && resolved.merged === undefined) {
+    out.push({ source: resolved.source, from: '', price: null, kind: 'override', inForce: true });
+  }
+  if (basis?.catalog != null) {
+    const k = keys.find((x) => basis.catalog?.entry.prices[x] !== undefined);
+    const from = basis.catalog.entry.from;
+    out.push({
+      source: engine.catalogVersion,
+      from: Number.isFinite(from) ? new Date(from).toISOString().slice(0, 10) : '',
+      price: k === undefined ? null : valueText(basis.catalog.entry.prices[k] as PriceValue, prompt),
+      kind: 'catalog',
+      inForce: k !== undefined && k === inForceKey && winner(k)?.record === -1,
+    });
+  }
+  for (const i of basis?.records ?? []) {
+    const a = engine.adoptionAt(i);
+    const k = a === undefined ? undefined : keys.find((x) => a.prices[x] !== undefined);
+    if (a === undefined || k === undefined) continue;
+    const price = variantKey(k)?.key === 'multiplier' && k !== keys[0] ? `x${valueText(a.prices[k], prompt) ?? ''}` : valueText(a.prices[k], prompt);
+    out.push({ source: a.source, from: a.from, price, kind: 'adoption', inForce: k === inForceKey && winner(k)?.record === i });
+  }
+  out.push({ source: secondCatalogTag(second.meta), from: second.meta.date, price: theirPrice, kind: 'second catalog', inForce: false });
+  return out.sort((a, b) => b.from.localeCompare(a.from));
 }
 
 /**
- * The second catalog's price for a flagged model as an adoption: in the
- * catalog's units, from the second catalog's snapshot date, on the model the
- * catalog matches for it (with that model's match logic, so every name of it
- * gets the price), or a model of its own when the catalog has none.
+ * The second catalog's prices for a flagged model as an adoption: in the
+ * catalog's units, every bucket, service tier and region it states, holding
+ * from `from` (default: the second catalog's snapshot date, the first day it
+ * is known to hold), on the model the catalog matches for it (so every name of
+ * it gets the price), or a model of its own when the catalog has none.
  */
-export function adoptionFor(engine: PriceEngine, second: SecondCatalog, finding: AuditFinding): Adoption {
+export function adoptionFor(engine: PriceEngine, second: SecondCatalog, finding: AuditFinding, from?: string): Adoption {
   const e = second.entries[finding.key];
   if (e === undefined) throw new Error(`no entry ${finding.key} in the second catalog`);
   const theirs = secondPrices(e);
-  const fields: Record<Bucket, string> = { input: 'input_mtok', output: 'output_mtok', 'cache read': 'cache_read_mtok', 'cache write': 'cache_write_mtok' };
   const prices: Adoption['prices'] = {};
-  for (const [bucket, b] of Object.entries(theirs.buckets) as [Bucket, NonNullable<SecondPrices['buckets'][Bucket]>][]) {
-    const base = Number(b.base);
-    prices[fields[bucket]] = b.tiers.length === 0 ? base : { base, tiers: b.tiers.map((t) => ({ start: t.start, price: Number(t.price) })) };
+  const value = (b: SecondBucket): PriceValue =>
+    b.tiers.length === 0 ? Number(b.base) : { base: Number(b.base), tiers: b.tiers.map((t) => ({ start: t.start, price: Number(t.price) })) };
+  const keyOf = (bucket: Bucket) => (AUDIT_BUCKETS.find((x) => x.bucket === bucket) as (typeof AUDIT_BUCKETS)[number]).key;
+  for (const [bucket, b] of Object.entries(theirs.buckets) as [Bucket, SecondBucket][]) prices[keyOf(bucket)] = value(b);
+  for (const [tier, buckets] of Object.entries(theirs.serviceTiers)) {
+    for (const [bucket, b] of Object.entries(buckets) as [Bucket, SecondBucket][]) prices[`tier:${tier}.${keyOf(bucket)}`] = value(b);
   }
+  for (const [region, m] of Object.entries(theirs.regions)) prices[`region:${region}.multiplier`] = Number(m);
   const resolved = engine.resolve('', finding.provider, finding.model, Date.now());
-  const base = { provider: finding.provider, from: second.meta.date, source: secondCatalogTag(second.meta), prices };
+  const base = { provider: finding.provider, from: from ?? second.meta.date, source: secondCatalogTag(second.meta), prices };
   // An alias (`mistral-large-latest`) names the newest version, which the catalog may match with its
   // older ones: it gets a model of its own. A snapshot name prices its whole family.
   if (resolved === null || finding.model.endsWith('-latest')) return { ...base, model: finding.model };

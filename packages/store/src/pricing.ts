@@ -2,7 +2,8 @@ import { PriceEngine, type PriceOverride } from '@trace-ingest/shared/price-engi
 import type { SpanPricer } from '@trace-ingest/shared/rows';
 import fs from 'node:fs';
 import path from 'node:path';
-import { bundledCatalog, CATALOG_DIR, parseCatalog, readCatalogFile, type Adoption } from '@trace-ingest/shared/catalog';
+import { bundledCatalog, CATALOG_DIR, parseCatalog, readCatalogFile } from '@trace-ingest/shared/catalog';
+import type { Adoption } from '@trace-ingest/shared/price-records';
 import type { AdoptionRecord, ControlStore, PriceOverrideRecord } from './control-store-types.js';
 
 export function toOverride(r: PriceOverrideRecord): PriceOverride {
@@ -36,22 +37,49 @@ export function releaseAdoptions(): Adoption[] {
   return fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as { adoptions: Adoption[] }).adoptions : [];
 }
 
+/** How a stored adoption keeps its history: the prices in force from its date, and the earlier ones of the same model. */
+interface StoredBody {
+  prices: Adoption['prices'];
+  match?: Adoption['match'];
+  earlier?: Pick<Adoption, 'from' | 'source' | 'prices' | 'match'>[];
+}
+
+const modelKey = (a: { provider: string; model: string }) => `${a.provider}\u0000${a.model}`;
+
 /**
- * The adoptions in force: the release's, replaced per (provider, model) by
- * the control store's; a stored adoption without prices withdraws the
- * release's.
+ * The adoptions in force: the release's, with the control store's on top
+ * (each dated, so a later one holds from its date and the earlier ones keep
+ * the days before it). A stored adoption without prices withdraws the
+ * release's of that model.
  */
 export function adoptionsInForce(stored: readonly AdoptionRecord[], release: readonly Adoption[] = releaseAdoptions()): Adoption[] {
-  const key = (a: { provider: string; model: string }) => `${a.provider}\u0000${a.model}`;
-  const byKey = new Map(release.map((a) => [key(a), a]));
+  const withdrawn = new Set(stored.filter((r) => r.prices === '').map(modelKey));
+  const out = release.filter((a) => !withdrawn.has(modelKey(a)));
   for (const r of stored) {
-    if (r.prices === '') byKey.delete(key(r));
-    else {
-      const body = JSON.parse(r.prices) as Pick<Adoption, 'prices' | 'match'>;
-      byKey.set(key(r), { provider: r.provider, model: r.model, from: r.validFrom, source: r.source, prices: body.prices, match: body.match });
-    }
+    if (r.prices === '') continue;
+    const body = JSON.parse(r.prices) as StoredBody;
+    for (const e of body.earlier ?? []) out.push({ provider: r.provider, model: r.model, ...e });
+    out.push({ provider: r.provider, model: r.model, from: r.validFrom, source: r.source, prices: body.prices, match: body.match });
   }
-  return [...byKey.values()];
+  return out;
+}
+
+/**
+ * Stores an adoption. A model adopted before keeps that adoption as its
+ * history when the new one holds from another day (the same day: replaced),
+ * so an alias that names another model from a date keeps the price of the
+ * days before it.
+ */
+export async function storeAdoption(keys: Pick<ControlStore, 'listAdoptions' | 'setAdoption'>, a: Adoption): Promise<void> {
+  const before = (await keys.listAdoptions()).find((r) => r.provider === a.provider && r.model === a.model && r.prices !== '');
+  let earlier: StoredBody['earlier'] = [];
+  if (before !== undefined) {
+    const body = JSON.parse(before.prices) as StoredBody;
+    earlier = [...(body.earlier ?? []), { from: before.validFrom, source: before.source, prices: body.prices, match: body.match }];
+  }
+  earlier = earlier.filter((e) => e.from !== a.from).sort((x, y) => x.from.localeCompare(y.from));
+  const body: StoredBody = { prices: a.prices, match: a.match, ...(earlier.length === 0 ? {} : { earlier }) };
+  await keys.setAdoption({ provider: a.provider, model: a.model, validFrom: a.from, source: a.source, prices: JSON.stringify(body) });
 }
 
 /**
