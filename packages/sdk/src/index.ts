@@ -14,13 +14,15 @@ export {
   openaiChatUsage,
   openaiResponsesUsage,
   openaiUsage,
+  openaiTier,
+  openaiBilling,
   openaiChatStream,
   openaiResponsesStream,
   type OpenAIChatUsage,
   type OpenAIResponsesUsage,
 } from './providers/openai.js';
-export { anthropicUsage, anthropicStream, type AnthropicUsage } from './providers/anthropic.js';
-export { geminiUsage, geminiStream, type GeminiUsageMetadata } from './providers/gemini.js';
+export { anthropicUsage, anthropicTier, anthropicBilling, anthropicStream, type AnthropicUsage } from './providers/anthropic.js';
+export { geminiUsage, geminiTier, geminiBilling, geminiStream, type GeminiUsageMetadata, type GeminiModalityCount } from './providers/gemini.js';
 export type { StreamAdapter, ChunkInfo } from './providers/common.js';
 export { LIMITS, spanProblem, traceProblem } from './limits.js';
 export { classify, backoffMs, parseRetryAfter, DEFAULT_RETRY, type RetryOptions } from './retry.js';

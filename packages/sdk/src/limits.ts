@@ -51,6 +51,12 @@ export const SPAN_TEXT: Readonly<Record<string, readonly [number, number]>> = {
   sources: [0, 1_000_000],
 };
 
+/** ...of the span fields added to v1 after the spec: how the call was billed (see the README's usage dimensions). */
+export const BILLING_TEXT: Readonly<Record<string, readonly [number, number]>> = {
+  serviceTier: [0, 64],
+  region: [0, 64],
+};
+
 export const SPAN_TYPES = ['agent', 'llm', 'tool', 'embedding', 'other'] as const;
 export const SPAN_STATUSES = ['ok', 'error'] as const;
 export const USAGE_FIELDS = [
@@ -63,12 +69,18 @@ export const USAGE_FIELDS = [
   'imageCount',
   'webSearchCount',
   'requestCount',
+  'cacheWrite1hInputTokens',
+  'audioInputTokens',
+  'cachedAudioInputTokens',
+  'audioOutputTokens',
 ] as const;
 export const RATE_LIMIT_FIELDS = ['requestsLimit', 'requestsRemaining', 'requestsResetMs', 'tokensLimit', 'tokensRemaining', 'tokensResetMs'] as const;
 const CHUNK_ARRAYS = ['chunkOffsets', 'chunkTokens', 'reasoningOffsets', 'reasoningChunkTokens'] as const;
 const SPAN_COUNTS = ['reasoningDurationMs', 'modelCallMs'] as const;
 const SPAN_FIELDS = new Set<string>([
   ...Object.keys(SPAN_TEXT),
+  ...Object.keys(BILLING_TEXT),
+  'batch',
   'spanType',
   'startTime',
   'endTime',
@@ -144,6 +156,13 @@ export function spanProblem(span: SpanV1, path = 'span'): string | undefined {
     const p = textProblem(`${path}.${k}`, v, range);
     if (p !== undefined) return p;
   }
+  for (const [k, range] of Object.entries(BILLING_TEXT)) {
+    const v = s[k];
+    if (v === undefined) continue;
+    const p = textProblem(`${path}.${k}`, v, range);
+    if (p !== undefined) return p;
+  }
+  if (span.batch !== undefined && typeof span.batch !== 'boolean') return `${path}.batch must be true or false`;
   if (!SPAN_TYPES.includes(span.spanType)) return `${path}.spanType must be one of ${SPAN_TYPES.join(', ')}`;
   for (const k of ['startTime', 'endTime'] as const) {
     if (!isCount(span[k]) || span[k] > MAX_EPOCH_MS) return `${path}.${k} must be integer epoch milliseconds`;

@@ -50,6 +50,7 @@ export async function* recordStream<C>(span: Span, chunks: AsyncIterable<C>, ada
       span.end({
         provider: adapter.provider,
         ...(model === undefined ? {} : { model }),
+        ...adapter.billing?.(),
         ...fields,
         ...(usage === undefined ? {} : { usage }),
         ...(output === '' ? {} : { output: output.slice(0, MAX_TEXT) }),

@@ -1,6 +1,6 @@
 import { randomId } from './ids.js';
 import type { StreamFields } from './sampling.js';
-import type { Customer, Metadata, RateLimit, SpanStatus, SpanType, SpanV1, TraceHeaderV1, Usage } from './types.js';
+import type { Billing, Customer, Metadata, RateLimit, SpanStatus, SpanType, SpanV1, TraceHeaderV1, Usage } from './types.js';
 
 /** Where ended spans go (the client); kept narrow so recording never depends on sending. */
 export interface SpanSink {
@@ -40,7 +40,7 @@ export interface SpanStart {
   spanId?: string;
 }
 
-export interface SpanEnd extends StreamFields {
+export interface SpanEnd extends StreamFields, Billing {
   /** Default `error` when `error` is given, else `ok`. */
   status?: SpanStatus;
   /** An Error or message: sets status `error` and errorMessage (cut at 8192 characters). */
@@ -132,6 +132,9 @@ export class Span {
       'reasoningChunkTokens',
       'reasoningDurationMs',
       'modelCallMs',
+      'serviceTier',
+      'batch',
+      'region',
       'systemFingerprint',
       'safetyMetadata',
       'rateLimit',

@@ -18,6 +18,24 @@ export interface Usage {
   imageCount?: number;
   webSearchCount?: number;
   requestCount?: number;
+  /** Input tokens written to a one-hour cache (Anthropic), apart from cacheWriteInputTokens (five-minute writes). */
+  cacheWrite1hInputTokens?: number;
+  /** Audio input tokens not read from a cache, apart from inputTokens (text). */
+  audioInputTokens?: number;
+  /** Audio input tokens read from the cache. */
+  cachedAudioInputTokens?: number;
+  /** Audio output tokens, apart from outputTokens (text). */
+  audioOutputTokens?: number;
+}
+
+/** How a call was billed beyond its counts, as the provider reported it. */
+export interface Billing {
+  /** The provider's service tier (OpenAI service_tier, Anthropic usage.service_tier, Gemini trafficType). */
+  serviceTier?: string;
+  /** The call went through the provider's batch API. */
+  batch?: boolean;
+  /** Where it ran when the provider bills by it (Anthropic usage.inference_geo, a Vertex AI location, ...). */
+  region?: string;
 }
 
 export interface RateLimit {
@@ -47,6 +65,9 @@ export interface SpanV1 {
   provider?: string;
   modelId?: string;
   usage?: Usage;
+  serviceTier?: string;
+  batch?: boolean;
+  region?: string;
   ttftMs?: number;
   chunkOffsets?: number[];
   chunkTokens?: number[];

@@ -1,4 +1,4 @@
-import type { Usage } from '../types.js';
+import type { Billing, Usage } from '../types.js';
 
 /** A non-negative integer, or undefined for anything else (null, missing, NaN). */
 export function n(v: unknown): number | undefined {
@@ -32,6 +32,8 @@ export interface StreamAdapter<C> {
   chunk(c: C): ChunkInfo | undefined;
   /** The usage reported in the stream, mapped into our buckets; undefined when the stream carried none. */
   usage(): Usage | undefined;
+  /** The service tier and region the stream reported, if any. */
+  billing?(): Billing;
   model(): string | undefined;
 }
 
