@@ -1,4 +1,4 @@
-import { CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT } from './fields.js';
+import { BILLING_TEXT, CUSTOMER_TEXT, LIMITS, SPAN_TEXT, TRACE_TEXT } from './fields.js';
 import { totalTokens } from './rows.js';
 import { MAX_EPOCH_MS, type Customer, type Span, type SpanType, type Trace, type Usage } from './schema.js';
 import { allZero, anyValueToJs, anyValueToText, hex, nanosToMillis } from './otlp/any-value.js';
@@ -11,6 +11,7 @@ import {
   MODEL_KEYS,
   OUTPUT_TEXT_KEYS,
   PROVIDER_KEYS,
+  SERVICE_TIER_KEYS,
   SESSION_KEYS,
   TRACE_NAME_KEYS,
   TTFT_KEYS,
@@ -18,7 +19,7 @@ import {
   USAGE_KEY_SET,
 } from './otlp/conventions/index.js';
 import { fit, MetadataBuilder, TRUNCATED_KEY } from './otlp/limits.js';
-import type { SpanSource } from './otlp/convention.js';
+import type { SpanBilling, SpanSource, UsageCount } from './otlp/convention.js';
 import { DEFAULT_OTLP_MAPPING, type MappedTraces, type OtlpEvent, type OtlpExportRequest, type OtlpMappingOptions, type OtlpSpan } from './otlp/types.js';
 
 /**
@@ -78,34 +79,61 @@ function providerOf(a: Attrs): string | undefined {
 
 /**
  * Usage into the v1 buckets, which are disjoint. In the conventions (and in
- * OpenInference and the Vercel AI SDK) cache reads and writes are parts of
- * the input count and reasoning is part of the output count, so they are
- * subtracted. Instrumentations that copy Anthropic's native input count
+ * OpenInference and the Vercel AI SDK) cache reads and writes and audio input
+ * are parts of the input count, reasoning and audio output parts of the
+ * output count, and one-hour cache writes part of the cache writes, so they
+ * are subtracted. Instrumentations that copy Anthropic's native input count
  * report input without the cache: when input is smaller than cache reads +
  * writes, or the total equals input + cache + output, the input count is
  * taken as already exclusive. The same for output smaller than reasoning.
+ * `extra` holds counts a family carries elsewhere than in attributes of their
+ * own (SpanBilling.usage); an attribute wins over them.
  */
-export function usageOf(a: Pick<Attrs, 'count'>, source?: SpanSource): Usage | undefined {
-  const input = a.count(USAGE_KEYS.input);
-  const output = a.count(USAGE_KEYS.output);
-  const read = a.count(USAGE_KEYS.cacheRead) ?? 0;
-  const write = a.count(USAGE_KEYS.cacheWrite) ?? 0;
-  const reasoning = a.count(USAGE_KEYS.reasoning) ?? 0;
-  const total = a.count(USAGE_KEYS.total);
-  if (input === undefined && output === undefined && read === 0 && write === 0 && reasoning === 0 && total === undefined) return undefined;
+export function usageOf(a: Pick<Attrs, 'count'>, source?: SpanSource, extra?: SpanBilling['usage']): Usage | undefined {
+  const get = (k: UsageCount): number | undefined => a.count(USAGE_KEYS[k]) ?? extra?.[k];
+  const input = get('input');
+  const output = get('output');
+  const read = get('cacheRead') ?? 0;
+  const oneHour = get('cacheWrite1h') ?? 0;
+  const write = Math.max(get('cacheWrite') ?? 0, oneHour);
+  const reasoning = get('reasoning') ?? 0;
+  const audioIn = get('audioInput') ?? 0;
+  const audioOut = get('audioOutput') ?? 0;
+  const total = get('total');
+  if (input === undefined && output === undefined && read + write + reasoning + audioIn + audioOut === 0 && total === undefined) return undefined;
   const u: Usage = {};
   const cache = read + write;
   if (input !== undefined) {
     const declared = source === undefined ? undefined : CONVENTIONS.map((c) => c.inputExcludesCache?.(source)).find((v) => v !== undefined);
     const exclusive = declared ?? (input < cache || (cache > 0 && total !== undefined && total === input + cache + (output ?? 0)));
-    u.inputTokens = exclusive ? input : input - cache;
+    const text = exclusive ? input : input - cache;
+    u.inputTokens = text < audioIn ? text : text - audioIn;
   }
   if (read > 0) u.cachedInputTokens = read;
-  if (write > 0) u.cacheWriteInputTokens = write;
-  if (output !== undefined) u.outputTokens = output < reasoning ? output : output - reasoning;
+  if (write - oneHour > 0) u.cacheWriteInputTokens = write - oneHour;
+  if (oneHour > 0) u.cacheWrite1hInputTokens = oneHour;
+  if (audioIn > 0) u.audioInputTokens = audioIn;
+  if (output !== undefined) {
+    const text = output < reasoning ? output : output - reasoning;
+    u.outputTokens = text < audioOut ? text : text - audioOut;
+  }
   if (reasoning > 0) u.reasoningTokens = reasoning;
+  if (audioOut > 0) u.audioOutputTokens = audioOut;
   u.totalTokens = total ?? totalTokens(u);
   return u;
+}
+
+/** The families' billing facts of a span, each field from the first family that gives it. */
+function billingOf(a: Attrs): SpanBilling {
+  const out: SpanBilling = {};
+  for (const c of CONVENTIONS) {
+    const b = c.billingOf?.(a);
+    if (b === undefined) continue;
+    out.serviceTier ??= b.serviceTier;
+    out.region ??= b.region;
+    if (b.usage !== undefined) out.usage = { ...b.usage, ...out.usage };
+  }
+  return out;
 }
 
 /** Prompt and completion from the older span events (`gen_ai.content.prompt`, per-message events). */
@@ -207,8 +235,12 @@ function mapSpan(s: OtlpSpan, opts: OtlpMappingOptions, resource: Attrs, scope: 
   if (model !== undefined) span.modelId = fit(model, SPAN_TEXT.modelId[1], 'modelId', truncated);
   if (provider !== undefined) span.provider = fit(provider, SPAN_TEXT.provider[1], 'provider', truncated);
   const wrapper = CONVENTIONS.some((c) => c.isWrapper?.(a) === true);
-  const usage = wrapper ? undefined : usageOf(a, { scopeName: scope.name, scopeVersion: scope.version, provider: span.provider });
+  const billing = billingOf(a);
+  const usage = wrapper ? undefined : usageOf(a, { scopeName: scope.name, scopeVersion: scope.version, provider: span.provider }, billing.usage);
   if (usage !== undefined) span.usage = usage;
+  const serviceTier = a.first(SERVICE_TIER_KEYS) ?? billing.serviceTier;
+  if (serviceTier !== undefined) span.serviceTier = fit(serviceTier, BILLING_TEXT.serviceTier[1], 'serviceTier', truncated);
+  if (billing.region !== undefined) span.region = fit(billing.region, BILLING_TEXT.region[1], 'region', truncated);
 
   const ttft = TTFT_KEYS.map((k) => a.get(k)).find((v) => v !== undefined);
   const ttftJs = ttft === undefined ? undefined : anyValueToJs(ttft);

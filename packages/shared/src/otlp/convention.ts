@@ -1,8 +1,20 @@
 import type { SpanType } from '../schema.js';
 import type { Attrs } from './attrs.js';
 
-/** The usage counts a span may carry, each read from the first attribute present. */
-export type UsageCount = 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'reasoning' | 'total';
+/**
+ * The usage counts a span may carry, each read from the first attribute present. Cache reads and
+ * writes and audio input are parts of the input count; reasoning and audio output parts of the
+ * output count; one-hour cache writes part of the cache writes.
+ */
+export type UsageCount = 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'reasoning' | 'total' | 'cacheWrite1h' | 'audioInput' | 'audioOutput';
+
+/** How a call was billed beyond its counts, when a family's attributes say it in a structure of its own. */
+export interface SpanBilling {
+  serviceTier?: string | undefined;
+  region?: string | undefined;
+  /** Counts the attributes themselves do not carry (a one-hour cache write count inside a JSON attribute). */
+  usage?: Partial<Record<UsageCount, number>> | undefined;
+}
 
 /**
  * What one instrumentation family (a set of attribute names and the rules
@@ -25,6 +37,8 @@ export interface Convention {
   session?: readonly string[];
   /** Attributes naming the trace, on any of its spans; they win over the root span's name. */
   traceName?: readonly string[];
+  /** Attributes naming the service tier that served the call (the response's before the request's). */
+  serviceTier?: readonly string[];
   /** Other attributes read into a column (so left out of metadata), e.g. the span kind. */
   consumed?: readonly string[];
   /** Attributes read by a rule below without becoming a column. */
@@ -37,6 +51,8 @@ export interface Convention {
    * leaves it to the `provider` name lists.
    */
   providerOf?(a: Attrs): { value: string | undefined } | undefined;
+  /** The tier, region and counts this family's structured attributes carry (see SpanBilling); the first family that answers wins per field. */
+  billingOf?(a: Attrs): SpanBilling | undefined;
   /** A span that repeats the summed usage of its children: stored with its counts in metadata and unpriced. */
   isWrapper?(a: Attrs): boolean;
   /**

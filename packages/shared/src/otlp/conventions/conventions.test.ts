@@ -36,6 +36,9 @@ describe.each(CONVENTIONS.map((c) => [c.name, c] as const))('the %s family, as r
       cacheWrite: 'cacheWriteInputTokens',
       reasoning: 'reasoningTokens',
       total: 'totalTokens',
+      cacheWrite1h: 'cacheWrite1hInputTokens',
+      audioInput: 'audioInputTokens',
+      audioOutput: 'audioOutputTokens',
     } as const;
     for (const [count, names] of Object.entries(c.usage ?? {})) {
       for (const k of names) expect(mapped([n(k, 7)]).usage?.[field[count as keyof typeof field]], k).toBe(7);

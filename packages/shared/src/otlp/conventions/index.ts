@@ -24,7 +24,11 @@ export const USAGE_KEYS: Record<UsageCount, string[]> = {
   cacheWrite: all((c) => c.usage?.cacheWrite),
   reasoning: all((c) => c.usage?.reasoning),
   total: all((c) => c.usage?.total),
+  cacheWrite1h: all((c) => c.usage?.cacheWrite1h),
+  audioInput: all((c) => c.usage?.audioInput),
+  audioOutput: all((c) => c.usage?.audioOutput),
 };
+export const SERVICE_TIER_KEYS = all((c) => c.serviceTier);
 /** The customer, session and trace-name attributes the families define, read after the configured ones. */
 export const CUSTOMER_KEYS = all((c) => c.customer);
 export const SESSION_KEYS = all((c) => c.session);
@@ -41,6 +45,7 @@ export const CONSUMED: ReadonlySet<string> = new Set([
   ...OUTPUT_TEXT_KEYS,
   ...TTFT_KEYS,
   ...TRACE_NAME_KEYS,
+  ...SERVICE_TIER_KEYS,
   ...all((c) => c.consumed),
 ]);
 

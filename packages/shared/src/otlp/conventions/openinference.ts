@@ -16,6 +16,8 @@ export const openinference: Convention = {
     cacheWrite: ['llm.token_count.prompt_details.cache_write'],
     reasoning: ['llm.token_count.completion_details.reasoning'],
     total: ['llm.token_count.total'],
+    audioInput: ['llm.token_count.prompt_details.audio'],
+    audioOutput: ['llm.token_count.completion_details.audio'],
   },
   inputText: ['input.value'],
   outputText: ['output.value'],

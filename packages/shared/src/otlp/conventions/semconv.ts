@@ -31,12 +31,27 @@ export const semconv: Convention = {
     // llm.usage.total_tokens: the name before gen_ai.usage.* (OpenLLMetry still sends it).
     total: ['gen_ai.usage.total_tokens', 'llm.usage.total_tokens'],
   },
+  // OpenAI's own attributes of the conventions: the tier that served the response, else the one asked for.
+  serviceTier: ['openai.response.service_tier', 'gen_ai.openai.response.service_tier', 'openai.request.service_tier', 'gen_ai.openai.request.service_tier'],
   inputText: ['gen_ai.input.messages'],
   outputText: ['gen_ai.output.messages'],
   consumed: ['gen_ai.operation.name', 'gen_ai.agent.name'],
   spanType(a) {
     const op = a.str('gen_ai.operation.name');
     return op === undefined ? undefined : (OPERATION_TYPES[op] ?? 'other');
+  },
+  reads: ['server.address'],
+  // The host a call went to says the region its provider billed it in: OpenAI's data-residency hosts
+  // (us.api.openai.com, eu.api.openai.com), a Vertex AI location (us-east5-aiplatform.googleapis.com;
+  // aiplatform.googleapis.com is the global endpoint).
+  billingOf(a) {
+    const host = a.str('server.address')?.toLowerCase();
+    if (host === undefined) return undefined;
+    const openai = /^(us|eu)\.api\.openai\.com$/.exec(host);
+    if (openai !== null) return { region: openai[1] };
+    const vertex = /^(?:([a-z0-9-]+)-)?aiplatform\.googleapis\.com$/.exec(host);
+    if (vertex !== null) return { region: vertex[1] ?? 'global' };
+    return undefined;
   },
   // An agent invocation that reports usage reports its model calls' sum (the calls are spans of their own).
   isWrapper: (a) => a.str('gen_ai.operation.name') === 'invoke_agent',
