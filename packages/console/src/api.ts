@@ -103,6 +103,10 @@ export interface Price {
   inputPerMtok: string;
   cachedInputPerMtok: string;
   cacheWriteInputPerMtok: string;
+  cacheWrite1hInputPerMtok: string | null;
+  audioInputPerMtok: string | null;
+  cachedAudioInputPerMtok: string | null;
+  audioOutputPerMtok: string | null;
   outputPerMtok: string;
   reasoningPerMtok: string;
 }
@@ -111,7 +115,7 @@ export interface Price {
 export interface SecondCatalogFlag {
   catalog: string;
   status: 'differs' | 'unknown to the catalog';
-  diffs: { bucket: string; tier: string; inForce: string | null; second: string }[];
+  diffs: { bucket: string; tier: string; variant?: string; inForce: string | null; second: string }[];
 }
 
 export interface Models {
@@ -141,6 +145,8 @@ export interface TraceSpan {
   status: string;
   provider: string;
   model: string;
+  serviceTier: string;
+  region: string;
   offsetMs: number;
   durationMs: number;
   inputTokens: number;
@@ -148,6 +154,10 @@ export interface TraceSpan {
   cacheWriteInputTokens: number;
   outputTokens: number;
   reasoningTokens: number;
+  cacheWrite1hInputTokens: number;
+  audioInputTokens: number;
+  cachedAudioInputTokens: number;
+  audioOutputTokens: number;
   totalTokens: number;
   cost: string;
   priced: boolean;

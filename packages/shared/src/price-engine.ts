@@ -407,22 +407,38 @@ export class PriceEngine {
     return costsFor(span.usage, prices);
   }
 
-  /** Why a span of this model would be left unpriced (no price, or none for its tier, region or a bucket), or undefined. */
-  whyUnpriced(q: { orgId: string; provider?: string | undefined; model: string; at: number; variant?: Variant; usage?: Usage }): string | undefined {
+  /** Why a span of this model, tier and region would be left unpriced (no price, or none for its tier, region or a bucket), or undefined. */
+  whyUnpriced(q: {
+    orgId: string;
+    provider?: string | undefined;
+    model: string;
+    at: number;
+    serviceTier?: string | undefined;
+    region?: string | undefined;
+    usage?: Usage;
+  }): string | undefined {
     const r = this.resolve(q.orgId, q.provider, q.model, q.at);
     if (r === null) return 'no price for the model';
-    const prices = r.variant(q.variant ?? STANDARD);
+    const prices = r.variant(variantOf({ serviceTier: q.serviceTier, region: q.region, provider: q.provider, modelId: q.model }, r.provider));
     if (isNoPrices(prices)) return prices.missing;
     const u = q.usage ?? {};
     const missing = TOKEN_BUCKETS.filter((b) => (u[b.field] ?? 0) > 0 && prices.tokens[b.name] === undefined).map((b) => b.name);
     return missing.length === 0 ? undefined : `no ${missing.join(', ')} price`;
   }
 
-  /** Unit prices as text for `prices show`. */
-  quote(q: { orgId: string; provider?: string | undefined; model: string; at: number; usage?: Usage; variant?: Variant }): PriceQuote | null {
+  /** Unit prices as text for `prices show`, in the variant a span of this service tier and region would be priced in. */
+  quote(q: {
+    orgId: string;
+    provider?: string | undefined;
+    model: string;
+    at: number;
+    usage?: Usage;
+    serviceTier?: string | undefined;
+    region?: string | undefined;
+  }): PriceQuote | null {
     const r = this.resolve(q.orgId, q.provider, q.model, q.at);
     if (r === null) return null;
-    const variant = q.variant ?? STANDARD;
+    const variant = variantOf({ serviceTier: q.serviceTier, region: q.region, provider: q.provider, modelId: q.model }, r.provider);
     const p = r.variant(variant);
     if (isNoPrices(p)) return null;
     const prompt = promptTokens(q.usage ?? {});

@@ -692,6 +692,9 @@ export function rowToPricedSpan(r: SpanRow): Span {
     ...(r.provider === '' ? {} : { provider: r.provider }),
     ...(r.model_id === '' ? {} : { modelId: r.model_id }),
     usage: Object.fromEntries(USAGE_DIMENSIONS.map((d) => [d.field, r[d.column]])),
+    // The tier and region it was billed in, as stored (a batch call's tier is `batch`).
+    ...(r.service_tier === '' ? {} : { serviceTier: r.service_tier }),
+    ...(r.region === '' ? {} : { region: r.region }),
   };
 }
 
@@ -727,7 +730,11 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     params.push(f.model);
   }
   // Streamed, and only what pricing reads: texts never leave the store, and memory holds one batch of changes.
-  const columns = ['org_id', 'trace_id', 'span_id', 'span_type', 'name', 'start_time', 'end_time', 'provider', 'model_id', ...USAGE_COLUMNS, ...COST_KEYS];
+  const columns = [
+    ...['org_id', 'trace_id', 'span_id', 'span_type', 'name', 'start_time', 'end_time', 'provider', 'model_id', 'service_tier', 'region'],
+    ...USAGE_COLUMNS,
+    ...COST_KEYS,
+  ];
   const stored = store.queryStream(
     `SELECT ${columns.map((c) => (COST_COLUMNS.includes(c as CostColumn) ? `${d.text(c)} AS ${c}` : c)).join(', ')} ` +
       `FROM ${d.from} WHERE ${where.join(' AND ')}`,

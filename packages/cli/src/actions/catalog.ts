@@ -3,7 +3,7 @@ import { UsageError } from '@trace-ingest/shared/errors';
 import { adoptionFor, auditPrices, bundledSecondCatalog, secondCatalogTag, type AuditFinding } from '@trace-ingest/shared/price-audit';
 import type { Adoption } from '@trace-ingest/shared/catalog';
 import type { CatalogRecord } from '@trace-ingest/store/control-store-types';
-import { createPricing, releaseAdoptions } from '@trace-ingest/store/pricing';
+import { createPricing, releaseAdoptions, storeAdoption } from '@trace-ingest/store/pricing';
 import { openSpanAccess } from '../span-access.js';
 import type { CliContext } from '../context.js';
 import { currentActor } from './lifecycle.js';
@@ -108,6 +108,8 @@ export interface AuditInput {
   all?: boolean | undefined;
   /** Withdraw the adoption of these models (the release's too). */
   unadopt?: readonly string[] | undefined;
+  /** YYYY-MM-DD: the day an adopted price holds from (default: the second catalog's snapshot date). */
+  from?: string | undefined;
   at?: number | undefined;
 }
 
@@ -132,9 +134,11 @@ async function seenModels(ctx: CliContext, since: number | undefined): Promise<{
 
 /**
  * Lists every model where the second catalog disagrees with the price in
- * force, and adopts (or withdraws) its price for the models named: an
- * adoption is a price of the catalog from the second catalog's snapshot date
- * on, in force on the next request of every replica, shown by `prices show`.
+ * force (with every source of each price and its date), and adopts (or
+ * withdraws) its price for the models named: an adoption is a price of the
+ * catalog from a date on (`from`, else the second catalog's snapshot date),
+ * changing only the prices it states, in force on the next request of every
+ * replica, shown by `prices show`; spans before its date keep their price.
  */
 export async function auditCatalog(ctx: CliContext, input: AuditInput): Promise<AuditResult> {
   const keys = await ctx.keys();
@@ -166,15 +170,12 @@ export async function auditCatalog(ctx: CliContext, input: AuditInput): Promise<
   for (const name of input.adopt ?? []) {
     if (!findings.some((f) => f.model === name || f.key === name)) throw new UsageError(`"${name}" is not flagged by the audit: nothing to adopt`);
   }
+  if (input.from !== undefined && (!/^\d{4}-\d{2}-\d{2}$/.test(input.from) || Number.isNaN(Date.parse(`${input.from}T00:00:00Z`)))) {
+    throw new UsageError(`--from: not a calendar date (use YYYY-MM-DD): ${input.from}`);
+  }
   for (const f of wanted) {
-    const a = adoptionFor(pricing.engine, second, f);
-    await keys.setAdoption({
-      provider: a.provider,
-      model: a.model,
-      validFrom: a.from,
-      source: a.source,
-      prices: JSON.stringify({ prices: a.prices, match: a.match }),
-    });
+    const a = adoptionFor(pricing.engine, second, f, input.from);
+    await storeAdoption(keys, a);
     adopted.push(a);
   }
   if (adopted.length > 0) {

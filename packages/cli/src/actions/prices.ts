@@ -109,44 +109,88 @@ export async function unsetPrice(
   return n;
 }
 
-/** The unit prices that would apply, and where they come from. */
+/** The unit prices that would apply (to a span of this service tier and region, when given), and where they come from. */
 export async function showPrice(
   ctx: CliContext,
-  input: { model: string; provider?: string | undefined; org?: string | undefined; at?: string | undefined },
+  input: {
+    model: string;
+    provider?: string | undefined;
+    org?: string | undefined;
+    at?: string | undefined;
+    tier?: string | undefined;
+    region?: string | undefined;
+  },
 ): Promise<PriceQuote & { at: string }> {
   const { engine } = await createPricing(await ctx.keys(), { catalogFile: ctx.config.PRICE_CATALOG_FILE });
   const at = input.at === undefined ? Date.now() : parseDate(input.at, '--at');
-  const q = engine.quote({ orgId: await orgIdOf(ctx, input.org), provider: input.provider, model: input.model, at });
-  if (q === null) {
+  const q = { orgId: await orgIdOf(ctx, input.org), provider: input.provider, model: input.model, at, serviceTier: input.tier, region: input.region };
+  const quote = engine.quote(q);
+  if (quote === null) {
+    const why = engine.whyUnpriced(q);
+    const variant = [input.tier === undefined ? '' : ` tier "${input.tier}"`, input.region === undefined ? '' : ` region "${input.region}"`].join('');
     throw new UsageError(
-      `no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`} ` +
-        `in the catalog (${engine.catalogVersion}) or the overrides; add one with "trace-ingest prices set"`,
+      `no price for model "${input.model}"${input.provider === undefined ? '' : ` of provider "${input.provider}"`}${variant} ` +
+        `in the catalog (${engine.catalogVersion}) or the overrides${why === undefined || why === 'no price for the model' ? '' : ` (${why})`}; ` +
+        'add one with "trace-ingest prices set"',
     );
   }
-  return { ...q, at: new Date(at).toISOString() };
+  return { ...quote, at: new Date(at).toISOString() };
 }
 
 export interface UnpricedModel {
   provider: string;
   model: string;
+  /** The service tier and region the spans were billed in ('' when they said none). */
+  serviceTier: string;
+  region: string;
   spans: number;
+  /** What has no price: the model, its tier or region, or a bucket its spans use (audio, one-hour cache writes). */
+  why: string;
   firstSeen: string;
   lastSeen: string;
 }
 
+/** The usage buckets a span may be left unpriced for lack of a price of (the rest fall back to input or output). */
+const UNFALLEN = ['cache_write_1h_input_tokens', 'audio_input_tokens', 'cached_audio_input_tokens', 'audio_output_tokens'] as const;
+
+/** Models (and tiers and regions of them) with spans left unpriced, with counts and why, as priced now. */
 export async function unpricedModels(ctx: CliContext): Promise<UnpricedModel[]> {
   const d = reportDialect(ctx.config.CLICKHOUSE_URL !== undefined ? 'clickhouse' : 'duckdb');
   const rows = await (
     await openSpanAccess(ctx)
   ).sql(
-    `SELECT provider, model_id AS model, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen
-       FROM ${d.from} WHERE ${d.unpricedCondition} GROUP BY provider, model_id ORDER BY spans DESC, model`,
+    `SELECT provider, model_id AS model, service_tier, region, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen, ` +
+      `${UNFALLEN.map((c) => `max(${c}) AS ${c}`).join(', ')} ` +
+      `FROM ${d.from} WHERE ${d.unpricedCondition} GROUP BY provider, model_id, service_tier, region ORDER BY spans DESC, model`,
   );
-  return rows.map((r) => ({
-    provider: String(r.provider),
-    model: String(r.model),
-    spans: Number(r.spans),
-    firstSeen: new Date(Number(r.first_seen)).toISOString(),
-    lastSeen: new Date(Number(r.last_seen)).toISOString(),
-  }));
+  const { engine } = await createPricing(await ctx.keys(), { catalogFile: ctx.config.PRICE_CATALOG_FILE });
+  return rows.map((r) => {
+    const serviceTier = String(r.service_tier);
+    const region = String(r.region);
+    const lastSeen = Number(r.last_seen);
+    const why = engine.whyUnpriced({
+      orgId: '',
+      provider: String(r.provider),
+      model: String(r.model),
+      at: lastSeen,
+      serviceTier,
+      region,
+      usage: {
+        cacheWrite1hInputTokens: Number(r.cache_write_1h_input_tokens),
+        audioInputTokens: Number(r.audio_input_tokens),
+        cachedAudioInputTokens: Number(r.cached_audio_input_tokens),
+        audioOutputTokens: Number(r.audio_output_tokens),
+      },
+    });
+    return {
+      provider: String(r.provider),
+      model: String(r.model),
+      serviceTier,
+      region,
+      spans: Number(r.spans),
+      why: why ?? 'priced now ("trace-ingest reprice" prices them)',
+      firstSeen: new Date(Number(r.first_seen)).toISOString(),
+      lastSeen: new Date(lastSeen).toISOString(),
+    };
+  });
 }

@@ -51,16 +51,20 @@ export function registerPrices(program: Command, run: Runner): void {
     .option('--provider <provider>', 'provider as spans send it')
     .option('--org <org>', 'as seen by this org')
     .option('--at <date>', 'at this time (default: now)')
+    .option('--tier <tier>', 'in this service tier, as spans report it (flex, priority, batch, ...; default: standard)')
+    .option('--region <region>', 'in this region, as spans report it (us, eu, a Vertex AI location, ...; default: the standard price)')
     .option('--json', 'print JSON')
-    .action((model: string, o: { provider?: string; org?: string; at?: string; json?: boolean }) =>
+    .action((model: string, o: { provider?: string; org?: string; at?: string; tier?: string; region?: string; json?: boolean }) =>
       run(async (ctx, out) => {
-        const q = await showPrice(ctx, { model, provider: o.provider, org: o.org, at: o.at });
+        const q = await showPrice(ctx, { model, provider: o.provider, org: o.org, at: o.at, tier: o.tier, region: o.region });
         if (o.json === true) {
           printJson(out, q);
           return;
         }
+        const variant = [q.serviceTier === '' ? '' : ` tier ${q.serviceTier}`, q.region === '' ? '' : ` region ${q.region}`].join('');
         out.out(
-          `${q.provider}/${q.model} at ${q.at} from ${q.source}${q.tiers.length > 0 ? ` (long-context tiers above ${q.tiers.join(', ')} input tokens)` : ''}`,
+          `${q.provider}/${q.model}${variant} at ${q.at} from ${q.source}` +
+            `${q.tiers.length > 0 ? ` (long-context tiers above ${q.tiers.join(', ')} input tokens)` : ''}`,
         );
         const fb = (k: string) => (q.fallbacks[k] === undefined ? '' : `  (no own price: ${q.fallbacks[k]} price)`);
         out.out(`  input          ${q.inputPerMtok} USD / 1M tokens`);
@@ -68,6 +72,11 @@ export function registerPrices(program: Command, run: Runner): void {
         out.out(`  cache write    ${q.cacheWriteInputPerMtok} USD / 1M tokens${fb('cacheWriteInput')}`);
         out.out(`  output         ${q.outputPerMtok} USD / 1M tokens`);
         out.out(`  reasoning      ${q.reasoningPerMtok} USD / 1M tokens${fb('reasoning')}`);
+        const own = (v: string | null, k: string) => (v === null ? 'none (a span with these tokens is left unpriced)' : `${v} USD / 1M tokens${fb(k)}`);
+        out.out(`  cache write 1h ${own(q.cacheWrite1hInputPerMtok, 'cacheWrite1hInput')}`);
+        out.out(`  audio input    ${own(q.audioInputPerMtok, 'audioInput')}`);
+        out.out(`  cached audio   ${own(q.cachedAudioInputPerMtok, 'cachedAudioInput')}`);
+        out.out(`  audio output   ${own(q.audioOutputPerMtok, 'audioOutput')}`);
         out.out(`  image          ${q.imageEach} USD each`);
         out.out(`  web search     ${q.webSearchEach} USD each`);
         out.out(`  request        ${q.requestEach} USD each`);
@@ -109,13 +118,13 @@ export function registerPrices(program: Command, run: Runner): void {
     );
   prices
     .command('unpriced')
-    .description('models seen in spans without a price, with span counts')
+    .description('models (and service tiers and regions of them) seen in spans without a price, with span counts and what has no price')
     .option('--json', 'print JSON')
     .action((o: { json?: boolean }) =>
       run(async (ctx, out) => {
         const list = await unpricedModels(ctx);
         if (o.json === true) printJson(out, list);
-        else printTable(out, list, ['provider', 'model', 'spans', 'firstSeen', 'lastSeen']);
+        else printTable(out, list, ['provider', 'model', 'serviceTier', 'region', 'spans', 'why', 'firstSeen', 'lastSeen']);
       }),
     );
   prices
@@ -170,21 +179,29 @@ export function registerPrices(program: Command, run: Runner): void {
     .command('audit')
     .description("compare the prices in force with a second maintained catalog (LiteLLM's price map, shipped with the release), and adopt its price")
     .option('--seen', 'only models with stored spans')
-    .option('--adopt <models...>', "adopt the second catalog's price for these flagged models (from its snapshot date; in force on the next request)")
+    .option('--adopt <models...>', "adopt the second catalog's price for these flagged models (in force on the next request)")
+    .option('--from <date>', "the day the adopted price holds from, as the provider's page dates it (default: the second catalog's snapshot date)")
     .option('--all', 'adopt for every flagged model')
     .option('--unadopt <models...>', 'withdraw adopted prices (the release adoptions too)')
     .option('--json', 'print JSON')
     .addHelpText('after', '\nExamples:\n  trace-ingest prices audit --seen\n  trace-ingest prices audit --adopt deepseek-reasoner deepseek-chat')
-    .action((o: { seen?: boolean; adopt?: string[]; all?: boolean; unadopt?: string[]; json?: boolean }) =>
+    .action((o: { seen?: boolean; adopt?: string[]; all?: boolean; unadopt?: string[]; from?: string; json?: boolean }) =>
       run(async (ctx, out) => {
-        const r = await auditCatalog(ctx, { seen: o.seen, adopt: o.adopt, all: o.all, unadopt: o.unadopt });
+        const r = await auditCatalog(ctx, { seen: o.seen, adopt: o.adopt, all: o.all, unadopt: o.unadopt, from: o.from });
         if (o.json === true) {
           printJson(out, r);
           return;
         }
         for (const f of r.findings) {
-          const diffs = f.diffs.map((d) => `${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`} ${d.inForce ?? 'none'} vs ${d.second}`).join('; ');
-          out.out(`${f.provider}/${f.model} [${f.status}] ${diffs} (in force: ${f.source ?? 'no price'})`);
+          out.out(`${f.provider}/${f.model} [${f.status}] (in force: ${f.source ?? 'no price'})`);
+          f.diffs.forEach((d, i) => {
+            const what = `${d.variant === undefined ? '' : `${d.variant} `}${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`}`;
+            // Every source that states this price, newest first, the one in force marked.
+            const sources = (f.diffSources[i] ?? [])
+              .map((s) => `${s.inForce ? '*' : ''}${s.source}${s.from === '' ? '' : ` from ${s.from}`}: ${s.price ?? 'none'}`)
+              .join('; ');
+            out.out(`  ${what}: ${d.inForce ?? 'none'} vs ${d.second}  [${sources}]`);
+          });
         }
         for (const m of r.unadopted) out.out(`withdrew the adopted price of ${m}`);
         for (const a of r.adopted) out.out(`adopted ${a.provider}/${a.model} from ${a.from} (${a.source})`);

@@ -11,7 +11,10 @@ export const models: Page = async ({ org, from, to }) => {
   const secondCatalog = (r: ModelRow) =>
     r.secondCatalog === null || r.secondCatalog === undefined
       ? ''
-      : `⚠ ${r.secondCatalog.catalog}: ` + r.secondCatalog.diffs.map((d) => `${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`} ${d.second}`).join(', ');
+      : `⚠ ${r.secondCatalog.catalog}: ` +
+        r.secondCatalog.diffs
+          .map((d) => `${d.variant === undefined ? '' : `${d.variant} `}${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`} ${d.second}`)
+          .join(', ');
   const source = (r: ModelRow) => (r.price === null ? (r.group === '' ? 'no model' : 'unpriced') : r.price.source);
   const node = h(
     'div',

@@ -45,6 +45,12 @@ export const traces: Page = async ({ org, from, to }) => {
 };
 
 /** One trace: a waterfall of its spans, each bar placed by start and length, with its cost. */
+/** A span's audio tokens as `in (cached) / out`, '' when it had none. */
+function audio(s: TraceSpan): string {
+  if (s.audioInputTokens + s.cachedAudioInputTokens + s.audioOutputTokens === 0) return '';
+  return `${s.audioInputTokens}${s.cachedAudioInputTokens === 0 ? '' : ` (+${s.cachedAudioInputTokens} cached)`} / ${s.audioOutputTokens}`;
+}
+
 export const trace: Page = async ({ org, arg }) => {
   const d = await getJson<Trace>(`traces/${encodeURIComponent(arg ?? '')}`, { org });
   const span = Math.max(1, d.durationMs);
@@ -104,6 +110,7 @@ export const trace: Page = async ({ org, arg }) => {
         { key: 'name', label: 'Span', kind: 'text', value: (s) => s.name, wrap: true },
         { key: 'span_type', label: 'Type', kind: 'text', value: (s) => s.spanType, minor: true },
         { key: 'model', label: 'Model', kind: 'text', value: (s) => s.model || '(none)', wrap: true },
+        { key: 'service_tier', label: 'Tier', kind: 'text', value: (s) => [s.serviceTier, s.region].filter((x) => x !== '').join(' / '), minor: true },
         { key: 'offset_ms', label: 'Start +ms', kind: 'int', value: (s) => s.offsetMs, minor: true },
         { key: 'duration_ms', label: 'ms', kind: 'int', value: (s) => s.durationMs },
         // Every priced bucket, so the tokens shown account for the span's cost.
@@ -112,6 +119,8 @@ export const trace: Page = async ({ org, arg }) => {
         { key: 'cache_write_input_tokens', label: 'Cache write', kind: 'int', value: (s) => s.cacheWriteInputTokens, minor: true },
         { key: 'output_tokens', label: 'Out tokens', kind: 'int', value: (s) => s.outputTokens, minor: true },
         { key: 'reasoning_tokens', label: 'Reasoning', kind: 'int', value: (s) => s.reasoningTokens, minor: true },
+        { key: 'cache_write_1h_input_tokens', label: 'Cache write 1h', kind: 'int', value: (s) => s.cacheWrite1hInputTokens, minor: true },
+        { key: 'audio_tokens', label: 'Audio in/out', kind: 'text', value: (s) => audio(s), minor: true },
         { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost, unpriced: (s) => (!s.priced && s.model !== '' ? 1 : 0) },
       ],
       csv: {
@@ -131,6 +140,12 @@ export const trace: Page = async ({ org, arg }) => {
             cache_write_input_tokens: s.cacheWriteInputTokens,
             output_tokens: s.outputTokens,
             reasoning_tokens: s.reasoningTokens,
+            service_tier: s.serviceTier,
+            region: s.region,
+            cache_write_1h_input_tokens: s.cacheWrite1hInputTokens,
+            audio_input_tokens: s.audioInputTokens,
+            cached_audio_input_tokens: s.cachedAudioInputTokens,
+            audio_output_tokens: s.audioOutputTokens,
             total_cost: s.cost,
             price_source: s.priceSource,
           })),
