@@ -213,18 +213,22 @@ for (const [key, e] of Object.entries(second.entries)) {
   let t = byTarget.get(targetOf(a));
   if (t === undefined) byTarget.set(targetOf(a), (t = { adoption: a, values: new Map(), entries: [] }));
   t.entries.push(key);
-  for (const [k, v] of keys) t.values.set(k, [...(t.values.get(k) ?? []), { v, own: target.model === a.model }]);
+  // An entry whose standard input price is the catalog's prices the same spellings (Bedrock's geographic ids against its in-region one).
+  const agrees = JSON.stringify(a.prices.input_mtok) === JSON.stringify(stated?.get('input_mtok')?.value);
+  for (const [k, v] of keys) t.values.set(k, [...(t.values.get(k) ?? []), { v, own: target.model === a.model, agrees }]);
 }
 const generated = [];
 let skipped = 0;
 for (const { adoption, values, entries } of byTarget.values()) {
   const prices = {};
   for (const [k, candidates] of values) {
-    // The entry named as the catalog's model speaks for it; other entries of the model must agree.
+    // The entry named as the catalog's model speaks for it; else the entries whose input price is the catalog's,
+    // else all of them, when they agree.
     const own = candidates.find((c) => c.own);
-    const agreed = new Set(candidates.map((c) => JSON.stringify(c.v))).size === 1;
+    const pool = candidates.some((c) => c.agrees) ? candidates.filter((c) => c.agrees) : candidates;
+    const agreed = new Set(pool.map((c) => JSON.stringify(c.v))).size === 1;
     if (own !== undefined) prices[k] = own.v;
-    else if (agreed) prices[k] = candidates[0].v;
+    else if (agreed) prices[k] = pool[0].v;
     else skipped++;
   }
   if (Object.keys(prices).length === 0) continue;

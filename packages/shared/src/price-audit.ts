@@ -231,8 +231,10 @@ export interface AuditDiff {
 export interface AuditSource {
   /** The catalog's tag, an adoption's source, `override:<id>`, or the second catalog's tag. */
   source: string;
-  /** YYYY-MM-DD from which it holds ('' for a catalog price without a start date: the catalog's own date is `catalogDate`). */
+  /** YYYY-MM-DD from which it holds ('' for a catalog price without a start date). */
   from: string;
+  /** YYYY-MM-DD of the data it comes from: the catalog's date, the second catalog's snapshot, an adoption's source. */
+  asOf: string;
   /** The price it states (USD per 1M tokens, or the multiple), null when it states none for this bucket. */
   price: string | null;
   /** What it is: the catalog in force, a dated adoption, an override, or the second catalog. */
@@ -250,7 +252,7 @@ export interface AuditFinding {
   /** Where the price in force comes from (`catalog:...`, `override:...`), or null. */
   source: string | null;
   diffs: AuditDiff[];
-  /** For each diff (same index), every source that states its price, newest first. */
+  /** For each diff (same index), every source that states its price, the newest data first. */
   diffSources: AuditSource[][];
   /** With `only`: the model names (as spans send them) this finding stands for. */
   seenAs?: string[];
@@ -407,7 +409,7 @@ function sourcesOf(
   const inForceKey = keys.find((k) => winner(k) !== undefined);
   const basis = engine.basis(normalizeProvider(target.provider), target.model, at);
   if (resolved !== null && resolved.merged === undefined) {
-    out.push({ source: resolved.source, from: '', price: null, kind: 'override', inForce: true });
+    out.push({ source: resolved.source, from: '', asOf: '', price: null, kind: 'override', inForce: true });
   }
   if (basis?.catalog != null) {
     const k = keys.find((x) => basis.catalog?.entry.prices[x] !== undefined);
@@ -415,6 +417,7 @@ function sourcesOf(
     out.push({
       source: engine.catalogVersion,
       from: Number.isFinite(from) ? new Date(from).toISOString().slice(0, 10) : '',
+      asOf: engine.catalogMeta.date,
       price: k === undefined ? null : valueText(basis.catalog.entry.prices[k] as PriceValue, prompt),
       kind: 'catalog',
       inForce: k !== undefined && k === inForceKey && winner(k)?.record === -1,
@@ -425,10 +428,19 @@ function sourcesOf(
     const k = a === undefined ? undefined : keys.find((x) => a.prices[x] !== undefined);
     if (a === undefined || k === undefined) continue;
     const price = variantKey(k)?.key === 'multiplier' && k !== keys[0] ? `x${valueText(a.prices[k], prompt) ?? ''}` : valueText(a.prices[k], prompt);
-    out.push({ source: a.source, from: a.from, price, kind: 'adoption', inForce: k === inForceKey && winner(k)?.record === i });
+    // A source named with its date (litellm@.../2026-07-24) is data of that day; a provider's page, of the day it took effect.
+    const asOf = /(\d{4}-\d{2}-\d{2})$/.exec(a.source)?.[1] ?? a.from;
+    out.push({ source: a.source, from: a.from, asOf, price, kind: 'adoption', inForce: k === inForceKey && winner(k)?.record === i });
   }
-  out.push({ source: secondCatalogTag(second.meta), from: second.meta.date, price: theirPrice, kind: 'second catalog', inForce: false });
-  return out.sort((a, b) => b.from.localeCompare(a.from));
+  out.push({
+    source: secondCatalogTag(second.meta),
+    from: second.meta.date,
+    asOf: second.meta.date,
+    price: theirPrice,
+    kind: 'second catalog',
+    inForce: false,
+  });
+  return out.sort((a, b) => b.asOf.localeCompare(a.asOf) || b.from.localeCompare(a.from));
 }
 
 /**

@@ -198,7 +198,7 @@ export function registerPrices(program: Command, run: Runner): void {
             const what = `${d.variant === undefined ? '' : `${d.variant} `}${d.bucket}${d.tier === 'base' ? '' : ` ${d.tier}`}`;
             // Every source that states this price, newest first, the one in force marked.
             const sources = (f.diffSources[i] ?? [])
-              .map((s) => `${s.inForce ? '*' : ''}${s.source}${s.from === '' ? '' : ` from ${s.from}`}: ${s.price ?? 'none'}`)
+              .map((s) => `${s.inForce ? '*' : ''}${s.source} (${s.from === '' ? `as of ${s.asOf}` : `from ${s.from}`}): ${s.price ?? 'none'}`)
               .join('; ');
             out.out(`  ${what}: ${d.inForce ?? 'none'} vs ${d.second}  [${sources}]`);
           });
