@@ -1,8 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { LIMITS as SERVER_LIMITS, MAX_EPOCH_MS as SERVER_MAX_EPOCH_MS, validatePayload } from '@trace-ingest/shared/schema';
 import { validateIngest } from '@trace-ingest/shared/validate';
-import { CUSTOMER_TEXT as SHARED_CUSTOMER_TEXT, SPAN_TEXT as SHARED_SPAN_TEXT, TRACE_TEXT as SHARED_TRACE_TEXT } from '@trace-ingest/shared/fields';
-import { CUSTOMER_TEXT, LIMITS, MAX_EPOCH_MS, SPAN_TEXT, TRACE_TEXT, spanProblem, traceProblem, utf8Bytes } from './limits.js';
+import {
+  BILLING_TEXT as SHARED_BILLING_TEXT,
+  CUSTOMER_TEXT as SHARED_CUSTOMER_TEXT,
+  SPAN_TEXT as SHARED_SPAN_TEXT,
+  TRACE_TEXT as SHARED_TRACE_TEXT,
+} from '@trace-ingest/shared/fields';
+import { BILLING_TEXT, CUSTOMER_TEXT, LIMITS, MAX_EPOCH_MS, SPAN_TEXT, TRACE_TEXT, spanProblem, traceProblem, utf8Bytes } from './limits.js';
 import type { SpanV1, TraceV1 } from './types.js';
 
 // The SDK carries its own copy of the limits (no runtime dependency); these
@@ -35,6 +40,19 @@ describe('limits equal the server schema', () => {
     expect(TRACE_TEXT).toEqual(SHARED_TRACE_TEXT);
     expect(CUSTOMER_TEXT).toEqual(SHARED_CUSTOMER_TEXT);
     expect(SPAN_TEXT).toEqual(SHARED_SPAN_TEXT);
+    expect(BILLING_TEXT).toEqual(SHARED_BILLING_TEXT);
+  });
+
+  it.each(Object.entries(BILLING_TEXT))('span.%s (billing): the same bounds as the server', (field, [, max]) => {
+    expect(agree(trace({}, [span({ [field]: 'a'.repeat(max) })]))).toBe(true);
+    expect(agree(trace({}, [span({ [field]: 'a'.repeat(max + 1) })]))).toBe(false);
+  });
+
+  it('agrees with the server on batch and the new usage counts', () => {
+    expect(
+      agree(trace({}, [span({ batch: true, usage: { audioInputTokens: 1, cachedAudioInputTokens: 2, audioOutputTokens: 3, cacheWrite1hInputTokens: 4 } })])),
+    ).toBe(true);
+    expect(agree(trace({}, [span({ batch: 'yes' as unknown as boolean })]))).toBe(false);
   });
 
   it.each(Object.entries(SPAN_TEXT))('span.%s: the same bounds, counted in code points', (field, [min, max]) => {

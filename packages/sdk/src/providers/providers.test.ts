@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { anthropicStream, anthropicUsage } from './anthropic.js';
-import { geminiStream, geminiUsage } from './gemini.js';
-import { openaiChatStream, openaiChatUsage, openaiResponsesStream, openaiResponsesUsage, openaiUsage } from './openai.js';
+import { anthropicBilling, anthropicStream, anthropicUsage } from './anthropic.js';
+import { geminiBilling, geminiStream, geminiTier, geminiUsage } from './gemini.js';
+import { openaiBilling, openaiChatStream, openaiChatUsage, openaiResponsesStream, openaiResponsesUsage, openaiTier, openaiUsage } from './openai.js';
 
 /** Response objects as published by each provider; each file names its source. */
 function fixture(name: string): Record<string, unknown> {
@@ -169,5 +169,127 @@ describe('stream adapters', () => {
     ).toEqual({ output: 'AI learns', outputTokensSoFar: 3 });
     expect(a.usage()).toEqual({ inputTokens: 8, outputTokens: 3 });
     expect(a.model()).toBe('gemini-2.5-flash');
+  });
+});
+
+/**
+ * The billing dimensions as the providers' API references show them in their response objects:
+ * platform.openai.com/docs/api-reference/chat/object (usage.*_tokens_details.audio_tokens, service_tier),
+ * platform.openai.com/docs/api-reference/realtime-server-events/response/done (usage by modality),
+ * platform.claude.com/docs/en/api/messages (usage.cache_creation, service_tier, inference_geo),
+ * ai.google.dev/api/generate-content#UsageMetadata (modality details) and Vertex AI's trafficType.
+ */
+describe('billing beyond token counts', () => {
+  it('OpenAI chat: audio tokens leave the input and output counts; service_tier comes along', () => {
+    const response = {
+      object: 'chat.completion',
+      model: 'gpt-4o-audio-preview-2025-06-03',
+      service_tier: 'default',
+      usage: {
+        prompt_tokens: 1200,
+        completion_tokens: 900,
+        total_tokens: 2100,
+        prompt_tokens_details: { cached_tokens: 0, audio_tokens: 1000 },
+        completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 800 },
+      },
+    };
+    expect(openaiBilling(response)).toEqual({
+      usage: {
+        inputTokens: 200,
+        cachedInputTokens: 0,
+        audioInputTokens: 1000,
+        outputTokens: 100,
+        reasoningTokens: 0,
+        audioOutputTokens: 800,
+        totalTokens: 2100,
+      },
+      serviceTier: 'default',
+    });
+    expect(openaiTier({ service_tier: 'flex' })).toEqual({ serviceTier: 'flex' });
+    expect(openaiTier({})).toEqual({});
+  });
+
+  it('OpenAI Realtime response.done: each modality apart, cached audio apart', () => {
+    const usage = {
+      total_tokens: 1563,
+      input_tokens: 1306,
+      output_tokens: 257,
+      input_token_details: { text_tokens: 1136, audio_tokens: 170, cached_tokens: 1088, cached_tokens_details: { text_tokens: 1024, audio_tokens: 64 } },
+      output_token_details: { text_tokens: 57, audio_tokens: 200 },
+    };
+    expect(openaiResponsesUsage(usage)).toEqual({
+      inputTokens: 112,
+      cachedInputTokens: 1024,
+      audioInputTokens: 106,
+      cachedAudioInputTokens: 64,
+      outputTokens: 57,
+      audioOutputTokens: 200,
+      totalTokens: 1563,
+    });
+  });
+
+  it('Anthropic: one-hour cache writes apart from the five-minute ones; tier and inference geography', () => {
+    const response = {
+      model: 'claude-opus-4-6',
+      usage: {
+        input_tokens: 50,
+        cache_read_input_tokens: 100_000,
+        cache_creation_input_tokens: 3000,
+        cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 2000 },
+        output_tokens: 400,
+        service_tier: 'batch',
+        inference_geo: 'us',
+      },
+    };
+    expect(anthropicBilling(response)).toEqual({
+      usage: { inputTokens: 50, cachedInputTokens: 100_000, cacheWriteInputTokens: 1000, cacheWrite1hInputTokens: 2000, outputTokens: 400 },
+      serviceTier: 'batch',
+      region: 'us',
+    });
+  });
+
+  it('Anthropic stream: the tier and geography of message_start reach the span', () => {
+    const a = anthropicStream();
+    a.chunk({ type: 'message_start', message: { model: 'claude-opus-4-6', usage: { input_tokens: 5, service_tier: 'priority', inference_geo: 'global' } } });
+    a.chunk({ type: 'message_delta', usage: { output_tokens: 7 } });
+    expect(a.usage()).toEqual({ inputTokens: 5, outputTokens: 7 });
+    expect(a.billing?.()).toEqual({ serviceTier: 'priority', region: 'global' });
+  });
+
+  it('Gemini: audio in, cached and out from the modality details; Vertex AI traffic type as tier', () => {
+    const response = {
+      usageMetadata: {
+        promptTokenCount: 1500,
+        cachedContentTokenCount: 600,
+        candidatesTokenCount: 700,
+        totalTokenCount: 2200,
+        promptTokensDetails: [
+          { modality: 'TEXT', tokenCount: 500 },
+          { modality: 'AUDIO', tokenCount: 1000 },
+        ],
+        cacheTokensDetails: [
+          { modality: 'TEXT', tokenCount: 200 },
+          { modality: 'AUDIO', tokenCount: 400 },
+        ],
+        candidatesTokensDetails: [
+          { modality: 'TEXT', tokenCount: 100 },
+          { modality: 'AUDIO', tokenCount: 600 },
+        ],
+        trafficType: 'ON_DEMAND_FLEX',
+      },
+    };
+    expect(geminiBilling(response)).toEqual({
+      usage: {
+        inputTokens: 300,
+        cachedInputTokens: 200,
+        audioInputTokens: 600,
+        cachedAudioInputTokens: 400,
+        outputTokens: 100,
+        audioOutputTokens: 600,
+        totalTokens: 2200,
+      },
+      serviceTier: 'flex',
+    });
+    expect(geminiTier({ trafficType: 'PROVISIONED_THROUGHPUT' })).toEqual({ serviceTier: 'provisioned' });
   });
 });

@@ -114,3 +114,75 @@ describe('the registry', () => {
     expect(new Set(CONVENTIONS.map((c) => c.name)).size).toBe(CONVENTIONS.length);
   });
 });
+
+describe('billing beyond token counts, as the instrumentations send it', () => {
+  it("semconv: OpenAI's response service tier (else the request's), not repeated in metadata", () => {
+    expect(mapped([s('openai.response.service_tier', 'flex'), s('openai.request.service_tier', 'auto')])).toMatchObject({ serviceTier: 'flex' });
+    expect(mapped([s('openai.request.service_tier', 'priority')]).serviceTier).toBe('priority');
+    const older = mapped([s('gen_ai.openai.response.service_tier', 'default')]);
+    expect(older.serviceTier).toBe('default');
+    expect(older.metadata).toBeUndefined();
+  });
+
+  it('semconv: the region from the host the call went to (OpenAI data residency, a Vertex AI location)', () => {
+    expect(mapped([s('server.address', 'eu.api.openai.com')]).region).toBe('eu');
+    expect(mapped([s('server.address', 'us-east5-aiplatform.googleapis.com')]).region).toBe('us-east5');
+    expect(mapped([s('server.address', 'aiplatform.googleapis.com')]).region).toBe('global');
+    expect(mapped([s('server.address', 'api.anthropic.com')]).region).toBeUndefined();
+  });
+
+  it('OpenInference: audio tokens are parts of the prompt and completion counts', () => {
+    const sp = mapped([
+      s('openinference.span.kind', 'LLM'),
+      n('llm.token_count.prompt', 1500),
+      n('llm.token_count.prompt_details.audio', 1000),
+      n('llm.token_count.completion', 900),
+      n('llm.token_count.completion_details.audio', 800),
+    ]);
+    expect(sp.usage).toEqual({ inputTokens: 500, audioInputTokens: 1000, outputTokens: 100, audioOutputTokens: 800, totalTokens: 2400 });
+  });
+
+  it("the Vercel AI SDK: Anthropic's one-hour writes, tier and geography from the provider metadata", () => {
+    const metadata = {
+      anthropic: {
+        usage: { service_tier: 'standard', inference_geo: 'us', cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 2000 } },
+      },
+    };
+    const sp = mapped([
+      s('ai.operationId', 'ai.generateText.doGenerate'),
+      n('ai.usage.inputTokens', 3050),
+      n('ai.usage.inputTokenDetails.noCacheTokens', 50),
+      n('ai.usage.inputTokenDetails.cacheWriteTokens', 3000),
+      n('ai.usage.outputTokens', 10),
+      s('ai.response.providerMetadata', JSON.stringify(metadata)),
+    ]);
+    expect(sp.usage).toEqual({ inputTokens: 50, cacheWriteInputTokens: 1000, cacheWrite1hInputTokens: 2000, outputTokens: 10, totalTokens: 3060 });
+    expect(sp).toMatchObject({ serviceTier: 'standard', region: 'us' });
+  });
+
+  it("the Vercel AI SDK: OpenAI's service tier, Gemini's traffic type and audio by modality", () => {
+    const openai = mapped([
+      s('ai.operationId', 'ai.streamText.doStream'),
+      s('ai.response.providerMetadata', '{"openai":{"responseId":"r","serviceTier":"flex"}}'),
+    ]);
+    expect(openai.serviceTier).toBe('flex');
+    const google = {
+      google: {
+        usageMetadata: {
+          trafficType: 'ON_DEMAND_PRIORITY',
+          promptTokensDetails: [
+            { modality: 'TEXT', tokenCount: 100 },
+            { modality: 'AUDIO', tokenCount: 900 },
+          ],
+        },
+      },
+    };
+    const sp = mapped([
+      s('ai.operationId', 'ai.generateText.doGenerate'),
+      n('ai.usage.inputTokens', 1000),
+      n('ai.usage.outputTokens', 10),
+      s('ai.response.providerMetadata', JSON.stringify(google)),
+    ]);
+    expect(sp).toMatchObject({ serviceTier: 'ON_DEMAND_PRIORITY', usage: { inputTokens: 100, audioInputTokens: 900, outputTokens: 10 } });
+  });
+});
