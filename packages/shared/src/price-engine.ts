@@ -136,6 +136,7 @@ function fromOverride(o: PriceOverride): UnitPrices {
     webSearchEach: o.webSearchEach === null ? 0n : parseDecimal(o.webSearchEach),
     requestEach: o.requestEach === null ? 0n : parseDecimal(o.requestEach),
     unitFrom: undefined,
+    dated: false,
     fallbacks,
     source: `override:${o.id}`,
   };
@@ -170,6 +171,7 @@ function unitPricesOfNothing(source: string): UnitPrices {
     webSearchEach: 0n,
     requestEach: 0n,
     unitFrom: undefined,
+    dated: false,
     fallbacks: {},
     source,
   };

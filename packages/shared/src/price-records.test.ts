@@ -74,7 +74,7 @@ describe("the release's adoptions", () => {
     });
     // platform.claude.com pricing: Claude Sonnet 4 1-hour cache write $6; web search $10 per 1,000.
     expect(
-      price('2026-01-15', { provider: 'anthropic', modelId: 'claude-sonnet-4-20250514', usage: { cacheWrite1hInputTokens: 10_000, webSearchCount: 2 } }),
+      price('2026-11-16', { provider: 'anthropic', modelId: 'claude-sonnet-4-20250514', usage: { cacheWrite1hInputTokens: 10_000, webSearchCount: 2 } }),
     ).toMatchObject({ cache_write_1h_input_cost: '0.06', web_search_cost: '0.02' });
   });
 

@@ -68,6 +68,8 @@ export interface UnitPrices {
   requestEach: bigint;
   /** The newest dated record the per-unit prices come from. */
   unitFrom: PriceFrom | undefined;
+  /** Whether any price comes from a dated record (else `source` names every span's prices). */
+  dated: boolean;
   /** Bucket -> the bucket whose price it took. */
   fallbacks: Record<string, string>;
   /** `price_source` when no record priced a bucket the span used (`catalog:<tag>`, `override:<id>`). */
@@ -179,13 +181,17 @@ export function unitPrices(merged: MergedPrices, variant: Variant, catalogTag: s
     unitFrom = newer(unitFrom, key);
     return perK ? parseDecimal(v) / 1000n : parseDecimal(v);
   };
+  const imageEach = each('output_image', false);
+  const webSearchEach = own('web_searches_kcount') !== undefined ? each('web_searches_kcount', true) : each('web_search_kcount', true);
+  const requestEach = each('requests_kcount', true);
   return {
     tokens,
     tokenFrom,
-    imageEach: each('output_image', false),
-    webSearchEach: own('web_searches_kcount') !== undefined ? each('web_searches_kcount', true) : each('web_search_kcount', true),
-    requestEach: each('requests_kcount', true),
+    imageEach,
+    webSearchEach,
+    requestEach,
     unitFrom,
+    dated: unitFrom !== undefined || Object.values(tokenFrom).some((x) => x !== undefined),
     fallbacks,
     source: `catalog:${catalogTag}`,
   };
@@ -193,40 +199,81 @@ export function unitPrices(merged: MergedPrices, variant: Variant, catalogTag: s
 
 /** The whole prompt a long-context tier is chosen on: every input bucket. */
 export function promptTokens(u: Usage): number {
-  let n = 0;
-  for (const b of TOKEN_BUCKETS) if (b.prompt) n += u[b.field] ?? 0;
-  return n;
+  return (
+    (u.inputTokens ?? 0) +
+    (u.cachedInputTokens ?? 0) +
+    (u.cacheWriteInputTokens ?? 0) +
+    (u.cacheWrite1hInputTokens ?? 0) +
+    (u.audioInputTokens ?? 0) +
+    (u.cachedAudioInputTokens ?? 0)
+  );
+}
+
+/** A bucket's cost at a prompt size; -1 when it has tokens and no price. */
+function bucketCost(n: number | undefined, p: Tiered | undefined, prompt: number): bigint {
+  if (n === undefined || n === 0) return 0n;
+  if (p === undefined) return -1n;
+  return costPerMillion(n, priceAt(p, prompt));
+}
+
+/** The newest dated record among the prices of the buckets a span used (undefined: the catalog or an override alone). */
+function newestFrom(u: Usage, prices: UnitPrices, units: boolean): PriceFrom | undefined {
+  let from: PriceFrom | undefined;
+  for (const b of TOKEN_BUCKETS) {
+    const src = (u[b.field] ?? 0) > 0 ? prices.tokenFrom[b.name] : undefined;
+    if (src !== undefined && (from === undefined || src.from >= from.from)) from = src;
+  }
+  if (units && prices.unitFrom !== undefined && (from === undefined || prices.unitFrom.from >= from.from)) from = prices.unitFrom;
+  return from;
 }
 
 /** The exact cost columns of one span at the given unit prices; unpriced when a bucket it uses has no price. */
 export function costsFor(usage: Usage | undefined, prices: UnitPrices): SpanCosts {
   const u = usage ?? {};
   const prompt = promptTokens(u);
-  const out = { ...UNPRICED } as SpanCosts;
-  let total = 0n;
-  let from: PriceFrom | undefined;
-  const newest = (f: PriceFrom | undefined) => {
-    if (f !== undefined && (from === undefined || f.from >= from.from)) from = f;
-  };
-  for (const b of TOKEN_BUCKETS) {
-    const n = u[b.field] ?? 0;
-    if (n === 0) continue;
-    const p = prices.tokens[b.name];
-    if (p === undefined) return UNPRICED;
-    const c = costPerMillion(n, priceAt(p, prompt));
-    out[b.cost] = formatDecimal(c);
-    total += c;
-    newest(prices.tokenFrom[b.name]);
-  }
+  const t = prices.tokens;
+  const input = bucketCost(u.inputTokens, t.input, prompt);
+  const cached = bucketCost(u.cachedInputTokens, t.cachedInput, prompt);
+  const cacheWrite = bucketCost(u.cacheWriteInputTokens, t.cacheWriteInput, prompt);
+  const cacheWrite1h = bucketCost(u.cacheWrite1hInputTokens, t.cacheWrite1hInput, prompt);
+  const audioInput = bucketCost(u.audioInputTokens, t.audioInput, prompt);
+  const cachedAudio = bucketCost(u.cachedAudioInputTokens, t.cachedAudioInput, prompt);
+  const output = bucketCost(u.outputTokens, t.output, prompt);
+  const reasoning = bucketCost(u.reasoningTokens, t.reasoning, prompt);
+  const audioOutput = bucketCost(u.audioOutputTokens, t.audioOutput, prompt);
+  if (
+    input < 0n ||
+    cached < 0n ||
+    cacheWrite < 0n ||
+    cacheWrite1h < 0n ||
+    audioInput < 0n ||
+    cachedAudio < 0n ||
+    output < 0n ||
+    reasoning < 0n ||
+    audioOutput < 0n
+  )
+    return UNPRICED;
   const image = costEach(u.imageCount ?? 0, prices.imageEach);
   const webSearch = costEach(u.webSearchCount ?? 0, prices.webSearchEach);
   const request = costEach(u.requestCount ?? 0, prices.requestEach);
-  if (image + webSearch + request > 0n) newest(prices.unitFrom);
-  out.image_cost = formatDecimal(image);
-  out.web_search_cost = formatDecimal(webSearch);
-  out.request_cost = formatDecimal(request);
-  out.total_cost = formatDecimal(total + image + webSearch + request);
-  out.priced = true;
-  out.price_source = from === undefined ? prices.source : from.source;
-  return out;
+  const units = image + webSearch + request;
+  const from = prices.dated ? newestFrom(u, prices, units > 0n) : undefined;
+  const total = input + cached + cacheWrite + cacheWrite1h + audioInput + cachedAudio + output + reasoning + audioOutput + units;
+  return {
+    input_cost: formatDecimal(input),
+    output_cost: formatDecimal(output),
+    reasoning_cost: formatDecimal(reasoning),
+    cached_input_cost: formatDecimal(cached),
+    cache_write_input_cost: formatDecimal(cacheWrite),
+    image_cost: formatDecimal(image),
+    web_search_cost: formatDecimal(webSearch),
+    request_cost: formatDecimal(request),
+    cache_write_1h_input_cost: formatDecimal(cacheWrite1h),
+    audio_input_cost: formatDecimal(audioInput),
+    cached_audio_input_cost: formatDecimal(cachedAudio),
+    audio_output_cost: formatDecimal(audioOutput),
+    total_cost: formatDecimal(total),
+    priced: true,
+    price_source: from === undefined ? prices.source : from.source,
+  };
 }
