@@ -2,9 +2,19 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { onTestFinished } from 'vitest';
 
+/** What the fake answers with, beyond its defaults: the model, the service tier, a chat completion's and a response's usage. */
+export interface FakeOpenAiAnswer {
+  model?: string;
+  serviceTier?: string;
+  chatUsage?: Record<string, unknown>;
+  responsesUsage?: Record<string, unknown>;
+}
+
 /** An OpenAI-compatible server that answers every chat completion and response with the same usage. */
-export async function fakeOpenAi(): Promise<string> {
-  const usage = { prompt_tokens: 1200, completion_tokens: 300, total_tokens: 1500, prompt_tokens_details: { cached_tokens: 1000 } };
+export async function fakeOpenAi(answer: FakeOpenAiAnswer = {}): Promise<string> {
+  const usage = answer.chatUsage ?? { prompt_tokens: 1200, completion_tokens: 300, total_tokens: 1500, prompt_tokens_details: { cached_tokens: 1000 } };
+  const model = answer.model ?? 'gpt-4o-2024-08-06';
+  const tier = answer.serviceTier === undefined ? {} : { service_tier: answer.serviceTier };
   const server = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => {
@@ -15,8 +25,9 @@ export async function fakeOpenAi(): Promise<string> {
             id: 'resp_1',
             object: 'response',
             created_at: 1,
-            model: 'gpt-4o-2024-08-06',
+            model,
             status: 'completed',
+            ...tier,
             output: [
               {
                 type: 'message',
@@ -26,7 +37,7 @@ export async function fakeOpenAi(): Promise<string> {
                 content: [{ type: 'output_text', text: 'On its way.', annotations: [] }],
               },
             ],
-            usage: {
+            usage: answer.responsesUsage ?? {
               input_tokens: 1200,
               input_tokens_details: { cached_tokens: 1000 },
               output_tokens: 300,
@@ -41,7 +52,8 @@ export async function fakeOpenAi(): Promise<string> {
             id: 'c1',
             object: 'chat.completion',
             created: 1,
-            model: 'gpt-4o-2024-08-06',
+            model,
+            ...tier,
             choices: [{ index: 0, message: { role: 'assistant', content: 'On its way.' }, finish_reason: 'stop' }],
             usage,
           }),

@@ -99,9 +99,11 @@ export const vercel: Convention = {
     const dot = sdk.indexOf('.');
     return { value: dot > 0 ? sdk.slice(0, dot) : sdk };
   },
+  // The AI SDK writes its providers' metadata on the `.do*` spans of AI SDK 6 and, through @ai-sdk/otel
+  // (providerMetadata: true), on AI SDK 7's semconv spans alike.
   billingOf(a) {
     const json = a.str('ai.response.providerMetadata');
-    return json === undefined || !isVercel(a) ? undefined : providerBilling(json);
+    return json === undefined ? undefined : providerBilling(json);
   },
   // The outer spans (ai.generateText, ai.streamText, ...) repeat the sum of their `.do*` children's usage.
   isWrapper(a) {
