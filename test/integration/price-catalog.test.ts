@@ -110,6 +110,29 @@ describe('prices import on a running server', () => {
     expect(await priced('c6', 'newmodel-1', Date.UTC(2026, 10, 21))).toMatchObject({ priced: true });
   });
 
+  it("keeps the date of a price the file changes without dating it: from the catalog's date on, older spans keep theirs", async () => {
+    await useCatalog(ctx, 'release');
+    // gpt-4o-mini at $0.15/$0.60 in the release; the file says $0.2/$0.8 with no start date.
+    const c = catalogFile('c.json', (ps) => {
+      const m = openai(ps).models.find((x) => x.id === 'gpt-4o-mini');
+      if (m === undefined || Array.isArray(m.prices)) throw new Error('no flat gpt-4o-mini');
+      m.prices = { ...m.prices, input_mtok: 0.2, output_mtok: 0.8 };
+    });
+    const dry = await importCatalog(ctx, { file: c, source: 'test-c', date: '2026-11-25', dryRun: true });
+    expect(dry.dated).toEqual(['openai/gpt-4o-mini']);
+    expect(dry.changes).toEqual([expect.objectContaining({ kind: 'changed', model: 'gpt-4o-mini', from: ['2026-11-25'] })]);
+    const done = await importCatalog(ctx, { file: c, source: 'test-c', date: '2026-11-25', dryRun: false, actor: 'test' });
+    expect(done).toMatchObject({ created: true, dated: ['openai/gpt-4o-mini'] });
+    expect(await priced('d1', 'gpt-4o-mini', Date.UTC(2026, 10, 26))).toMatchObject({ i: 0.2, o: 0.8, price_source: `catalog:${done.catalog}` });
+    expect(await priced('d2', 'gpt-4o-mini', Date.UTC(2026, 10, 24))).toMatchObject({ i: 0.15, o: 0.6 });
+    // The same file again: the dated version it made is the one kept, not a second one.
+    expect(await importCatalog(ctx, { file: c, source: 'test-c', date: '2026-11-25', dryRun: false, actor: 'test' })).toMatchObject({
+      created: false,
+      catalog: done.catalog,
+      changed: 0,
+    });
+  });
+
   it('refuses a malformed file with one line, and the catalog in force stays', async () => {
     const before = (await listCatalogs(ctx)).find((c) => c.inForce);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-catalog-'));

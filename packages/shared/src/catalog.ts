@@ -148,3 +148,60 @@ export function catalogDiff(before: readonly Provider[], after: readonly Provide
   for (const [k, [provider, m]] of a) if (!b.has(k)) out.push({ kind: 'removed', provider, model: m.id, before: JSON.stringify(m.prices), from: [] });
   return out.sort((x, y) => x.provider.localeCompare(y.provider) || x.model.localeCompare(y.model));
 }
+
+/**
+ * A newer catalog whose prices keep their dates: a model price it changes
+ * without dating the change (no start date the older catalog lacks) holds from
+ * `date`, the day the newer catalog describes, and the older catalog's prices
+ * stay before it, so a reprice of older spans keeps the price of their day.
+ * Models it adds price every day (they had none before); a model with prices
+ * by time of day is taken as it is; a model already dated so (the same file
+ * imported again) stays as it was. Returns the providers, the models dated,
+ * and whether the providers differ from `after` at all.
+ */
+export function datedChanges(
+  before: readonly Provider[],
+  after: readonly Provider[],
+  date: string,
+): { providers: Provider[]; dated: string[]; rewritten: boolean } {
+  const old = new Map(before.flatMap((p) => p.models.map((m): [string, ModelInfo] => [`${p.id}\u0000${m.id}`, m])));
+  const dated: string[] = [];
+  let rewritten = false;
+  const providers = after.map((p) => ({
+    ...p,
+    models: p.models.map((m) => {
+      const prior = old.get(`${p.id}\u0000${m.id}`);
+      if (prior === undefined || JSON.stringify(prior.prices) === JSON.stringify(m.prices) || hasTimeOfDay(m) || hasTimeOfDay(prior)) return m;
+      const seen = new Set(startDates(prior));
+      if (startDates(m).some((d) => !seen.has(d))) return m;
+      const newest = inForceOn(m, date);
+      if (startDates(prior).some((d) => d >= date)) {
+        // Dated on this day or later already: kept when it is this very change.
+        if (JSON.stringify(inForceOn(prior, date)) !== JSON.stringify(newest)) return m;
+        rewritten = true;
+        return prior;
+      }
+      dated.push(`${p.id}/${m.id}`);
+      rewritten = true;
+      const earlier = Array.isArray(prior.prices) ? prior.prices : [{ prices: prior.prices }];
+      const later = Array.isArray(m.prices)
+        ? m.prices.filter((e) => e.constraint !== undefined && 'start_date' in e.constraint && e.constraint.start_date > date)
+        : [];
+      // The last entry that applies wins: the older prices, then the newer one from `date`, then any later.
+      return { ...m, prices: [...earlier, { constraint: { start_date: date }, prices: newest }, ...later] } as ModelInfo;
+    }),
+  }));
+  return { providers, dated, rewritten };
+}
+
+/** The prices of a model in force on a day (the last entry that applies). */
+function inForceOn(m: ModelInfo, date: string): unknown {
+  if (!Array.isArray(m.prices)) return m.prices;
+  let found: unknown;
+  for (const e of m.prices) if (e.constraint === undefined || ('start_date' in e.constraint && e.constraint.start_date <= date)) found = e.prices;
+  return found;
+}
+
+function hasTimeOfDay(m: ModelInfo): boolean {
+  return Array.isArray(m.prices) && m.prices.some((e) => e.constraint !== undefined && 'start_time' in e.constraint);
+}

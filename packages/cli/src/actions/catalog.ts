@@ -1,4 +1,13 @@
-import { bundledCatalog, catalogDiff, catalogTag, parseCatalog, readCatalogFile, type Catalog, type CatalogChange } from '@trace-ingest/shared/catalog';
+import {
+  bundledCatalog,
+  catalogDiff,
+  catalogTag,
+  datedChanges,
+  parseCatalog,
+  readCatalogFile,
+  type Catalog,
+  type CatalogChange,
+} from '@trace-ingest/shared/catalog';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { adoptionFor, auditPrices, bundledSecondCatalog, secondCatalogTag, type AuditFinding } from '@trace-ingest/shared/price-audit';
 import type { Adoption } from '@trace-ingest/shared/catalog';
@@ -22,6 +31,8 @@ export interface ImportResult {
   /** False when this very file was imported before (it is put in force again). */
   created: boolean;
   changes: CatalogChange[];
+  /** Models whose changed price the file does not date: it holds from the catalog's date, the older price before. */
+  dated: string[];
   added: number;
   changed: number;
   removed: number;
@@ -31,14 +42,19 @@ export interface ImportResult {
  * Imports a newer catalog file on a running install (or shows, with
  * `dryRun`, what it would change): validated first, kept with every earlier
  * version, in force from the next request of every replica. A bad file is
- * refused with one line, and the catalog in force stays.
+ * refused with one line, and the catalog in force stays. A price the file
+ * changes without a date holds from the file's date (`dated`): what is kept
+ * (and named by its sha256) is the file with the older price before that day.
  */
 export async function importCatalog(
   ctx: CliContext,
   input: { file: string; source?: string | undefined; date?: string | undefined; dryRun: boolean; actor?: string },
 ): Promise<ImportResult> {
-  const next = readCatalogFile(input.file, { source: input.source, date: input.date });
+  const file = readCatalogFile(input.file, { source: input.source, date: input.date });
   const { catalog: now } = await catalogInForce(ctx);
+  // An undated change holds from the file's date: kept so, older spans reprice at the price of their day.
+  const { providers, dated, rewritten } = datedChanges(now.providers, file.providers, file.meta.date);
+  const next = !rewritten ? file : parseCatalog(JSON.stringify(providers), file.meta.source, file.meta.date);
   const changes = catalogDiff(now.providers, next.providers);
   const count = (k: CatalogChange['kind']) => changes.filter((c) => c.kind === k).length;
   const base = {
@@ -46,6 +62,7 @@ export async function importCatalog(
     replaces: catalogTag(now.meta),
     dryRun: input.dryRun,
     changes,
+    dated,
     added: count('added'),
     changed: count('changed'),
     removed: count('removed'),

@@ -151,7 +151,8 @@ export function registerPrices(program: Command, run: Runner): void {
           const dates = c.from.length === 0 ? '' : ` (prices from ${c.from.join(', ')})`;
           out.out(`${c.kind.padEnd(8)} ${c.provider}/${c.model}${dates}${c.kind === 'changed' ? `: ${c.before} -> ${c.after}` : ''}`);
         }
-        const summary = `${r.added} models added, ${r.changed} changed, ${r.removed} removed, against ${r.replaces}`;
+        const undated = r.dated.length === 0 ? '' : ` (${r.dated.length} undated changes hold from the catalog's date, older spans keep their price)`;
+        const summary = `${r.added} models added, ${r.changed} changed${undated}, ${r.removed} removed, against ${r.replaces}`;
         if (r.dryRun) out.out(`${r.catalog} would replace the catalog in force: ${summary}; nothing changed (run again without --dry-run)`);
         else out.out(`${r.catalog} is in force from the next request of every replica${r.created ? '' : ' (imported before)'}: ${summary}`);
       }),
