@@ -4,20 +4,9 @@ import { bundledCatalog, catalogTag, readCatalogFile, type Catalog } from './cat
 import { formatDecimal, parseDecimal } from './decimal.js';
 import { catalogEntry, dayMs, EVERY_MODEL, matches, mergePrices, type Adoption, type CatalogEntry, type MergedPrices } from './price-records.js';
 import { normalizeProvider, PROVIDER_FALLBACKS } from './providers.js';
-import { UNPRICED, type SpanCosts } from './rows.js';
+import { promptTokens, UNPRICED, type SpanCosts } from './rows.js';
 import type { Span, Usage } from './schema.js';
-import {
-  costsFor,
-  priceAt,
-  promptTokens,
-  STANDARD,
-  TOKEN_BUCKETS,
-  unitPrices,
-  type NoPrices,
-  type Tiered,
-  type UnitPrices,
-  type Variant,
-} from './unit-prices.js';
+import { costsFor, priceAt, STANDARD, TOKEN_BUCKETS, unitPrices, type NoPrices, type Tiered, type UnitPrices, type Variant } from './unit-prices.js';
 
 export { normalizeProvider } from './providers.js';
 export type { Adoption } from './price-records.js';

@@ -187,25 +187,27 @@ export function usageColumns(u: Usage | undefined): Record<UsageColumn, number> 
   return out;
 }
 
-/**
- * `total_tokens`, one rule for every route: the total the client reported,
- * else the sum of the token buckets (input, cache read, cache writes, output,
- * reasoning, audio in, out and cached), which are disjoint. Stored, never priced.
- */
-export function totalTokens(u: Usage | undefined): number {
-  if (u === undefined) return 0;
-  if (u.totalTokens !== undefined) return u.totalTokens;
+/** The whole prompt (what a long-context tier is chosen on): every input bucket, disjoint. */
+export function promptTokens(u: Usage): number {
   return (
     (u.inputTokens ?? 0) +
     (u.cachedInputTokens ?? 0) +
     (u.cacheWriteInputTokens ?? 0) +
     (u.cacheWrite1hInputTokens ?? 0) +
     (u.audioInputTokens ?? 0) +
-    (u.cachedAudioInputTokens ?? 0) +
-    (u.outputTokens ?? 0) +
-    (u.reasoningTokens ?? 0) +
-    (u.audioOutputTokens ?? 0)
+    (u.cachedAudioInputTokens ?? 0)
   );
+}
+
+/**
+ * `total_tokens`, one rule for every route: the total the client reported,
+ * else the sum of the token buckets (the prompt's, output, reasoning and
+ * audio output), which are disjoint. Stored, never priced.
+ */
+export function totalTokens(u: Usage | undefined): number {
+  if (u === undefined) return 0;
+  if (u.totalTokens !== undefined) return u.totalTokens;
+  return promptTokens(u) + (u.outputTokens ?? 0) + (u.reasoningTokens ?? 0) + (u.audioOutputTokens ?? 0);
 }
 
 // Row objects keep the table's key order, as the line form does.

@@ -1,6 +1,6 @@
 import { costEach, costPerMillion, formatDecimal, parseDecimal, SCALE_DIGITS } from './decimal.js';
 import type { MergedPrices, PriceValue } from './price-records.js';
-import { UNPRICED, type CostColumn, type SpanCosts } from './rows.js';
+import { promptTokens, UNPRICED, type CostColumn, type SpanCosts } from './rows.js';
 import type { Usage } from './schema.js';
 
 /**
@@ -195,18 +195,6 @@ export function unitPrices(merged: MergedPrices, variant: Variant, catalogTag: s
     fallbacks,
     source: `catalog:${catalogTag}`,
   };
-}
-
-/** The whole prompt a long-context tier is chosen on: every input bucket. */
-export function promptTokens(u: Usage): number {
-  return (
-    (u.inputTokens ?? 0) +
-    (u.cachedInputTokens ?? 0) +
-    (u.cacheWriteInputTokens ?? 0) +
-    (u.cacheWrite1hInputTokens ?? 0) +
-    (u.audioInputTokens ?? 0) +
-    (u.cachedAudioInputTokens ?? 0)
-  );
 }
 
 /** A bucket's cost at a prompt size; -1 when it has tokens and no price. */
