@@ -348,12 +348,13 @@ describe('cost console in a real browser (DuckDB)', () => {
     await page.waitForSelector('[data-page="models"]');
     expect((await cells(page, 'models', 'price_source'))['in-house-llm|openai']).toMatch(/^override:/);
 
-    // The second catalog's word beside a disputed price: in January the catalog's own price was in force (the
-    // release adopts the tier from the second catalog's snapshot date, 2026-07-24, on).
-    expect((await cells(page, 'models', 'second_catalog'))['claude-sonnet-4-20250514|anthropic']).toMatch(
-      /^⚠ litellm@8442b939a6ea\/2026-07-24: input > 200000 6, output > 200000 22\.5, cache read > 200000 0\.6, cache write > 200000 7\.5$/,
+    // The second catalog's word beside a disputed price: in January the priority-tier prices it lists for gpt-4o
+    // were not in force (the release adopts them from its snapshot date, 2026-07-24, on); Claude Sonnet 4's
+    // long-context tier was (adopted from 2025-08-12, the day Anthropic priced it), so nothing is disputed there.
+    expect((await cells(page, 'models', 'second_catalog'))['gpt-4o|openai']).toMatch(
+      /^⚠ litellm@8442b939a6ea\/2026-07-24: priority input 4\.25, priority output 17, priority cache read 2\.125$/,
     );
-    expect((await cells(page, 'models', 'second_catalog'))['gpt-4o|openai']).toBe('');
+    expect((await cells(page, 'models', 'second_catalog'))['claude-sonnet-4-20250514|anthropic']).toBe('');
     expect(await page.$('[data-table="unpriced"] tr[data-key="in-house-llm|openai"]')).toBeNull();
     await page.context().close();
   });
