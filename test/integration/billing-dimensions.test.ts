@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { sumDecimals } from '@trace-ingest/shared/decimal';
@@ -5,6 +7,7 @@ import type { Span } from '@trace-ingest/shared/schema';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { auditCatalog } from '@trace-ingest/cli/actions/catalog';
 import { createConsoleToken } from '@trace-ingest/cli/actions/console';
+import { exportSpans } from '@trace-ingest/cli/actions/export';
 import { showPrice, unpricedModels } from '@trace-ingest/cli/actions/prices';
 import { repriceSpans, usageInWindow } from '@trace-ingest/cli/actions/usage';
 import { adoptionsInForce, releaseAdoptions, storeAdoption } from '@trace-ingest/store/pricing';
@@ -213,6 +216,23 @@ describe('a month of every billing dimension on every provider', () => {
     expect(byModel).toEqual(BY_MODEL);
     expect(body.total.costs.total_cost).toBe(TOTAL);
     expect(body.total.unpricedSpans).toBe(1);
+  });
+
+  it('exports every span with its tier, region and the cost of each new bucket, summing to the same total', async () => {
+    const file = path.join(t.dir, 'november.ndjson');
+    expect(await exportSpans(ctx, { org: 'acme', month: '2026-11', format: 'ndjson', out: file })).toMatchObject({ rows: SPANS.length });
+    const rows = fs
+      .readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(sumDecimals(rows.map((r) => String(r.total_cost)))).toBe(TOTAL);
+    const realtime = rows.find((r) => r.model_id === 'gpt-realtime');
+    expect(realtime).toMatchObject({ audio_input_tokens: 10_000, cached_audio_input_tokens: 20_000, audio_output_tokens: 5000 });
+    expect(canonical(realtime?.audio_output_cost)).toBe('0.32');
+    expect(rows.find((r) => r.trace_id === 'bill-14')).toMatchObject({ region: 'us' });
+    expect(rows.find((r) => r.trace_id === 'bill-1')).toMatchObject({ service_tier: 'flex' });
+    expect(rows.some((r) => Number(r.cache_write_1h_input_tokens) > 0)).toBe(true);
   });
 
   it('lists the unpriced span with its tier and why', async () => {
