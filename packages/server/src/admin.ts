@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import express from 'express';
 import type { Logger } from 'pino';
@@ -90,7 +91,7 @@ export class AdminServer {
 
   async start(): Promise<void> {
     const app = this.app();
-    removeStaleSocket(this.socketPath);
+    await removeStaleSocket(this.socketPath);
     const server = http.createServer(app);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -186,11 +187,26 @@ async function streamLines(res: express.Response, chunks: AsyncIterable<Buffer>,
   res.end();
 }
 
-function removeStaleSocket(p: string): void {
-  // A socket file left by a killed server: nothing listens on it any more.
+/** Removes a socket file left by a killed server; one another process still listens on is kept and refused. */
+async function removeStaleSocket(p: string): Promise<void> {
   try {
-    if (fs.statSync(p).isSocket()) fs.rmSync(p);
+    if (!fs.statSync(p).isSocket()) return;
   } catch {
-    // absent
+    return; // absent
   }
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = net.connect(p);
+    probe.setTimeout(1000, () => {
+      probe.destroy();
+      // A listener too busy to accept within a second is still a listener.
+      resolve(true);
+    });
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (live) throw new Error(`another process listens on ${p}: it is left in place (one server per DATA_DIR)`);
+  fs.rmSync(p, { force: true });
 }

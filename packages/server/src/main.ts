@@ -25,29 +25,44 @@ export async function main(env: Record<string, string | undefined> = process.env
   const logger = createLogger({ level: config.LOG_LEVEL, pretty: config.LOG_PRETTY });
   const server = new IngestServer(config, logger);
   const boundMs = config.DRAIN_GRACE_MS + config.DRAIN_TIMEOUT_MS + 30_000;
+  let stopping = false;
+  const stop = (skipGrace: boolean) => {
+    if (stopping) return;
+    stopping = true;
+    // Once the listeners are closed, what is left of a drain waits on unref'd timers (the flusher's
+    // backoff during a store outage): without a ref'd handle Node would exit halfway through it,
+    // before the quota counts owed are written and the stores closed. The bound below ends a
+    // shutdown that hangs past its own limits.
+    const keepAlive = setInterval(() => undefined, 60_000);
+    const bound = setTimeout(() => {
+      logger.error({ boundMs }, 'shutdown did not finish within its bound; exiting');
+      process.exit(1);
+    }, boundMs);
+    server.shutdown({ skipGrace }).then(
+      () => {
+        clearInterval(keepAlive);
+        clearTimeout(bound);
+        process.exit(0);
+      },
+      (e: unknown) => {
+        logger.error({ err: e }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  // Run by `trace-ingest serve` (an IPC channel to it): when that parent dies, even by SIGKILL, the
+  // channel closes and this process stops too, so a supervisor's restart finds the port and DATA_DIR free.
+  if (process.channel !== undefined) {
+    process.channel.unref();
+    process.once('disconnect', () => {
+      logger.warn('the parent process (trace-ingest serve) is gone: stopping without the drain grace');
+      stop(true);
+    });
+  }
   onShutdownSignals({
     first: (signal) => {
       logger.info({ signal }, `shutdown requested: draining; send the signal again (after ${SIGNAL_REPEAT_MS} ms) to exit at once`);
-      // Once the listeners are closed, what is left of a drain waits on unref'd timers (the flusher's
-      // backoff during a store outage): without a ref'd handle Node would exit halfway through it,
-      // before the quota counts owed are written and the stores closed. The bound below ends a
-      // shutdown that hangs past its own limits.
-      const keepAlive = setInterval(() => undefined, 60_000);
-      const bound = setTimeout(() => {
-        logger.error({ boundMs }, 'shutdown did not finish within its bound; exiting');
-        process.exit(1);
-      }, boundMs);
-      server.shutdown().then(
-        () => {
-          clearInterval(keepAlive);
-          clearTimeout(bound);
-          process.exit(0);
-        },
-        (e: unknown) => {
-          logger.error({ err: e }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
+      stop(false);
     },
     copy: (signal) => logger.debug({ signal }, 'the same signal again (process group and forwarded): one drain'),
     again: (signal) => {

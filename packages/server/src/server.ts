@@ -15,6 +15,7 @@ import { secretBoxFor } from '@trace-ingest/store/secret-box';
 import { parseDecimal } from '@trace-ingest/shared/decimal';
 import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
+import { DataDirLock } from '@trace-ingest/store/data-dir-lock';
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { AdminServer } from './admin.js';
@@ -128,6 +129,7 @@ export class IngestServer {
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
   private shutdownPromise: Promise<void> | undefined;
+  private lock: DataDirLock | undefined;
 
   constructor(
     private readonly config: Config,
@@ -174,6 +176,13 @@ export class IngestServer {
   async start(): Promise<void> {
     const c = this.config;
     checkDataDir(c.dataDir);
+    // Before any file in DATA_DIR is opened: a second server there would replay and retire this one's write log.
+    this.lock = DataDirLock.acquire(c.dataDir);
+    if (this.lock.previous !== undefined && this.lock.previous.pid !== process.pid)
+      this.logger.warn(
+        { previousPid: this.lock.previous.pid, startedAt: this.lock.previous.startedAt },
+        'the previous server of this DATA_DIR did not shut down cleanly',
+      );
     this.privateDataDir();
     const storeOpts = {
       sqliteFile: c.sqliteFile,
@@ -449,8 +458,9 @@ export class IngestServer {
     await this.flusher?.flushNow();
   }
 
-  shutdown(): Promise<void> {
-    this.shutdownPromise ??= this.doShutdown();
+  /** Drains and closes; `skipGrace` when nobody is left to move traffic away first (the parent process died). */
+  shutdown(opts: { skipGrace?: boolean } = {}): Promise<void> {
+    this.shutdownPromise ??= this.doShutdown(opts.skipGrace ?? false);
     return this.shutdownPromise;
   }
 
@@ -464,14 +474,14 @@ export class IngestServer {
     await closed;
   }
 
-  private async doShutdown(): Promise<void> {
+  private async doShutdown(skipGrace: boolean): Promise<void> {
     const c = this.config;
     this.draining = true;
     // After a failed start nothing was accepted: there is nothing to drain, only what was opened to close.
     const listening = this.http?.listening === true;
     if (listening) {
       this.logger.info({ graceMs: c.DRAIN_GRACE_MS }, 'draining: new batches get 503 (OTLP/gRPC: UNAVAILABLE)');
-      await sleep(c.DRAIN_GRACE_MS);
+      if (!skipGrace) await sleep(c.DRAIN_GRACE_MS);
     }
     // Both listeners stop together, each letting its requests in flight finish.
     await Promise.all([this.closeHttp(), this.otlpGrpc?.close(c.DRAIN_TIMEOUT_MS)]);
@@ -504,6 +514,8 @@ export class IngestServer {
     await this.quota?.close();
     await this.spanStore?.close();
     await this.keyStore?.close();
+    // Last: DATA_DIR is free for the next server only once every file in it is closed.
+    this.lock?.release();
     if (listening) this.logger.info('shutdown complete');
     else this.logger.debug('closed what a failed start had opened');
   }

@@ -11,11 +11,15 @@ export const SERVER_BIN = fileURLToPath(new URL('../../../server/bin/trace-inges
  * directly (`kill <pid>` from a process manager reaches the server through
  * this). Forwarded once per signal event: a signal sent to the process group
  * reaches this process (often twice, with npm's copy) and the server
- * directly; the server takes the copies as one event. Resolves with its exit
- * code.
+ * directly; the server takes the copies as one event. When this process
+ * dies without forwarding anything (SIGKILL), the server stops by itself.
+ * Resolves with its exit code.
  */
 export function serve(env: Record<string, string | undefined>, extraNodeArgs: readonly string[] = []): Promise<number> {
-  const child = spawn(process.execPath, [...extraNodeArgs, SERVER_BIN], { env, stdio: 'inherit' });
+  // The IPC channel is the server's tie to this process: it closes when this process dies however it dies
+  // (SIGKILL included), and the server then stops instead of holding the port and DATA_DIR as an orphan.
+  const child = spawn(process.execPath, [...extraNodeArgs, SERVER_BIN], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] });
+  child.channel?.unref();
   const forward = (sig: NodeJS.Signals) => {
     if (child.exitCode === null && child.signalCode === null) child.kill(sig);
   };
