@@ -78,6 +78,6 @@ describe('crash safety (real child process, kill -9)', () => {
     const storedSet = new Set(stored);
     const missing = [...acked].filter((id) => !storedSet.has(id));
     expect(missing).toEqual([]);
-    expect(fs.readdirSync(path.join(dir, 'wal')).filter((f) => fs.statSync(path.join(dir, 'wal', f)).size > 0)).toEqual([]);
+    expect(fs.readdirSync(path.join(dir, 'wal')).filter((f) => f.endsWith('.wal') && fs.statSync(path.join(dir, 'wal', f)).size > 0)).toEqual([]);
   });
 });

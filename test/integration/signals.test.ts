@@ -144,7 +144,7 @@ async function storedIds(dir: string): Promise<string[]> {
 
 function walFilesWithData(dir: string): string[] {
   const wal = path.join(dir, 'wal');
-  return fs.readdirSync(wal).filter((f) => fs.statSync(path.join(wal, f)).size > 0);
+  return fs.readdirSync(wal).filter((f) => f.endsWith('.wal') && fs.statSync(path.join(wal, f)).size > 0);
 }
 
 describe.each(LAUNCHES)('$name: a signal to the whole process group', (launch) => {

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
+import { segmentName } from '@trace-ingest/shared/wal-files';
 import { SpanStoreRejectedError, type Lines, type SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
 import { countLines, type SegmentInfo, type SegmentTail, type WalDamage, type WalRecord, type WriteLog } from './write-log.js';
@@ -45,6 +46,8 @@ export class Flusher {
   private readonly maxBytes: number;
   private readonly maxBackoff: number;
   private wakeBackoff: (() => void) | undefined;
+  /** The reason flushes fail for, and how many failed, while they do. */
+  private failing: { reason: string; count: number } | undefined;
 
   constructor(
     private readonly log: WriteLog,
@@ -69,9 +72,15 @@ export class Flusher {
     const missing = this.log.missingAtStart;
     if (missing.length > 0) {
       this.metrics.walMissingSegments.inc(missing.length);
+      const known = missing.filter((m) => m.spans !== undefined);
       this.logger.error(
-        { missing: missing.slice(0, 20), count: missing.length },
-        'write log segments are missing between those found at start: they were removed before their spans were stored, and those acknowledged spans are lost',
+        {
+          missing: missing.slice(0, 20).map((m) => ({ segment: segmentName(m.seq), position: m.position, spans: m.spans ?? 'unknown' })),
+          count: missing.length,
+          spans: known.reduce((n, m) => n + (m.spans ?? 0), 0),
+          spansUnknownIn: missing.length - known.length,
+        },
+        'write log segments the checkpoint expects are missing: they were removed before their spans were stored, and those acknowledged spans are lost',
       );
     }
     // Segments left by an earlier run are replayed at once, beside new traffic.
@@ -87,11 +96,31 @@ export class Flusher {
   kick(): void {
     if (this.running !== undefined || this.stopping) return;
     this.running = this.flushAll()
-      .catch((e: unknown) => this.logger.error({ err: e }, 'flush failed'))
+      .then(
+        () => this.flushFailed(undefined),
+        (e: unknown) => this.flushFailed(e),
+      )
       .finally(() => {
         this.running = undefined;
         this.updateGauges();
       });
+  }
+
+  /** A failed flush is logged when its reason changes (not every interval), its end once; each is counted. */
+  private flushFailed(e: unknown): void {
+    if (e === undefined) {
+      if (this.failing !== undefined) this.logger.info({ failedFlushes: this.failing.count }, 'flushes work again');
+      this.failing = undefined;
+      return;
+    }
+    this.metrics.flushFailures.inc();
+    const reason = (e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e));
+    if (this.failing?.reason === reason) {
+      this.failing.count++;
+      return;
+    }
+    this.failing = { reason, count: 1 };
+    this.logger.error({ err: e }, 'flush failed; retried every flush interval (logged again when the reason changes)');
   }
 
   /** Resolves when the current flush (if any) is over. */
@@ -154,7 +183,7 @@ export class Flusher {
         // Removed under the running server: nothing left to store, and nothing to wait for.
         this.metrics.walMissingSegments.inc();
         this.logger.error(
-          { segment: path.basename(seg.file), spans: seg.rows || undefined },
+          { segment: path.basename(seg.file), spans: this.log.spansOf(seg) ?? 'unknown' },
           'a write log segment was removed before its spans were stored: those acknowledged spans are lost',
         );
         await this.log.retire(seg);

@@ -165,7 +165,12 @@ export class Metrics {
   });
   readonly walMissingSegments = new Counter({
     name: 'trace_ingest_wal_missing_segments_total',
-    help: 'Write-log segments found missing (a gap in the segment numbers, or a file removed before it was stored)',
+    help: "Write-log segments found missing (expected by the log's checkpoint or between others, or removed before they were stored)",
+    registers: [this.registry],
+  });
+  readonly flushFailures = new Counter({
+    name: 'trace_ingest_flush_failures_total',
+    help: 'Flushes of the write log that failed before reaching the span store (the log logs once per change of reason)',
     registers: [this.registry],
   });
   readonly retentionDeleted = new Counter({

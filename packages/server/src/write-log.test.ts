@@ -148,7 +148,39 @@ describe('WriteLog', () => {
   it('reports segment numbers missing between those found at start', async () => {
     for (const seq of [3, 4, 6, 9]) fs.writeFileSync(path.join(dir, `${String(seq).padStart(20, '0')}.wal`), 'x');
     const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
-    expect(log.missingAtStart).toEqual([5, 7, 8]);
+    expect(log.missingAtStart.map((m) => m.seq)).toEqual([5, 7, 8]);
+  });
+
+  it('knows its ends from the checkpoint: a missing first, middle or last segment is reported with its spans', async () => {
+    const first = await opened(new WriteLog({ dir, durability: 'fsync', maxBytes: 1 << 20, segmentBytes: 100 }));
+    // Five segments of 150 bytes (one record each) and 3, 4, 5, 6, 7 spans.
+    for (let i = 0; i < 5; i++) await first.append(Buffer.alloc(150, 0x61), 3 + i);
+    await first.close();
+    const segs = fs.readdirSync(dir).filter((n) => n.endsWith('.wal'));
+    expect(segs).toHaveLength(5);
+    for (const i of [0, 2, 4]) fs.rmSync(path.join(dir, segs[i]!));
+    const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    expect(log.missingAtStart).toEqual([
+      { seq: 1, spans: 3, position: 'first' },
+      { seq: 3, spans: 5, position: 'middle' },
+      { seq: 5, spans: 7, position: 'last' },
+    ]);
+    // The next start expects only what is there now: the loss is reported once.
+    await log.close();
+    const again = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    expect(again.missingAtStart).toEqual([]);
+  });
+
+  it('does not report a retired segment as missing', async () => {
+    const first = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    await first.append(Buffer.from('{"a":1}\n'), 1);
+    const [seg] = await first.seal();
+    await first.retire(seg!);
+    await first.append(Buffer.from('{"a":2}\n'), 1);
+    await first.close();
+    const log = await opened(new WriteLog({ dir, durability: 'memory', maxBytes: 1 << 20 }));
+    expect(log.missingAtStart).toEqual([]);
+    expect(log.pendingSegments().map((s) => log.spansOf(s))).toEqual([1]);
   });
 
   it('refuses appends over maxBytes until segments are retired', async () => {

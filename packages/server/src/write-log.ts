@@ -2,7 +2,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { BufferFullError, ServiceUnavailableError } from '@trace-ingest/shared/errors';
-import { missingSegments, segmentName, segmentSeq } from '@trace-ingest/shared/wal-files';
+import {
+  CHECKPOINT_FILE,
+  checkpointText,
+  missingFromCheckpoint,
+  parseCheckpoint,
+  segmentName,
+  segmentSeq,
+  type MissingSegment,
+} from '@trace-ingest/shared/wal-files';
 
 /**
  * The append-only write-ahead log behind every 202.
@@ -91,8 +99,14 @@ export class WriteLog {
   private sealedRows = 0;
   /** Bytes appended but not yet written: counted against maxBytes too. */
   private queuedBytes = 0;
-  /** Segment numbers missing between those found at start: removed before their spans were stored. */
-  private missing: number[] = [];
+  /** Segments the checkpoint (or the numbering) expected at start and the folder lacked: removed before their spans were stored. */
+  private missing: MissingSegment[] = [];
+  /** Span counts of segments left by an earlier run, as its checkpoint recorded them. */
+  private readonly knownRows = new Map<number, number>();
+  /** Checkpoint writes, one at a time, in order. */
+  private checkpointChain: Promise<void> = Promise.resolve();
+  /** The last checkpoint write's failure, until one succeeds. */
+  private checkpointFailure: unknown;
   /** The last write's failure, until a write succeeds again. */
   private writeFailure: unknown;
 
@@ -104,7 +118,14 @@ export class WriteLog {
   async start(): Promise<void> {
     await fs.mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
     const names = (await fs.readdir(this.opts.dir)).filter((n) => segmentSeq(n) !== undefined).sort();
-    this.missing = missingSegments(names.map((n) => segmentSeq(n) as number));
+    const checkpoint = await fs.readFile(path.join(this.opts.dir, CHECKPOINT_FILE), 'utf8').then(parseCheckpoint, () => undefined);
+    for (const [seq, rows] of checkpoint?.segments ?? []) this.knownRows.set(seq, rows);
+    this.missing = missingFromCheckpoint(
+      checkpoint,
+      names.map((n) => segmentSeq(n) as number),
+    );
+    // Numbers go on from the highest the checkpoint knew: a missing last segment's number is not reused.
+    for (const m of this.missing) this.nextSeq = Math.max(this.nextSeq, m.seq + 1);
     for (const name of names) {
       const seq = segmentSeq(name) as number;
       const file = path.join(this.opts.dir, name);
@@ -126,6 +147,50 @@ export class WriteLog {
     const fh = await fs.open(file, 'a', 0o600);
     this.active = { seq, file, fh, bytes: 0, rows: 0 };
     if (this.opts.durability === 'fsync') await syncDir(this.opts.dir);
+    await this.checkpoint();
+  }
+
+  /**
+   * Records the segments this log should have (sealed ones with their spans, and the active one),
+   * written to a new file and renamed over the old, after the files it names exist and before a
+   * retired one is removed. A failed write is kept (checkpointProblem) and redone by the next one.
+   */
+  private checkpoint(): Promise<void> {
+    const text = checkpointText({
+      segments: this.sealed.map((s) => [s.seq, s.rows || (this.knownRows.get(s.seq) ?? 0)]),
+      active: this.active?.seq,
+    });
+    const write = this.checkpointChain.then(async () => {
+      const file = path.join(this.opts.dir, CHECKPOINT_FILE);
+      const tmp = `${file}.tmp`;
+      try {
+        const fh = await fs.open(tmp, 'w', 0o600);
+        try {
+          await fh.writeFile(text);
+          if (this.opts.durability === 'fsync') await fh.datasync();
+        } finally {
+          await fh.close();
+        }
+        await fs.rename(tmp, file);
+        if (this.opts.durability === 'fsync') await syncDir(this.opts.dir);
+        this.checkpointFailure = undefined;
+      } catch (e) {
+        this.checkpointFailure = e;
+      }
+    });
+    this.checkpointChain = write;
+    return write;
+  }
+
+  /** Why the checkpoint could not be written, until a write succeeds. */
+  get checkpointProblem(): string | undefined {
+    const e = this.checkpointFailure;
+    return e === undefined ? undefined : `write log checkpoint cannot be written: ${e instanceof Error ? e.message : String(e)}`;
+  }
+
+  /** The spans a segment holds as far as known: its own count, or the one an earlier run's checkpoint recorded. */
+  spansOf(seg: SegmentInfo): number | undefined {
+    return seg.rows > 0 ? seg.rows : this.knownRows.get(seg.seq);
   }
 
   /** Bytes held on disk (and queued for it) that the store has not confirmed yet. */
@@ -242,8 +307,8 @@ export class WriteLog {
     return e === undefined ? undefined : `write log cannot be written: ${e instanceof Error ? e.message : String(e)}`;
   }
 
-  /** Segment numbers missing between those found at start (each a segment removed before it was stored). */
-  get missingAtStart(): readonly number[] {
+  /** Segments expected at start and not found (each removed before it was stored), with the spans they held when known. */
+  get missingAtStart(): readonly MissingSegment[] {
     return this.missing;
   }
 
@@ -379,7 +444,10 @@ export class WriteLog {
     this.sealed.splice(i, 1);
     this.sealedBytes -= seg.bytes;
     this.sealedRows -= seg.rows;
+    // The checkpoint stops expecting it before it goes: a crash between the two replays it (stored once), never reports it lost.
+    await this.checkpoint();
     await fs.rm(seg.file, { force: true });
+    this.knownRows.delete(seg.seq);
   }
 
   /** Writes what is queued, then closes the active segment. Idempotent. */
@@ -392,6 +460,13 @@ export class WriteLog {
       this.active = undefined;
       if (active === undefined) return;
       await active.fh.close();
+      // What is left is recorded as sealed, with its spans, for the next start.
+      if (active.bytes > 0) {
+        this.sealed.push({ seq: active.seq, file: active.file, bytes: active.bytes, rows: active.rows });
+        this.sealedBytes += active.bytes;
+        this.sealedRows += active.rows;
+      }
+      await this.checkpoint();
       if (active.bytes === 0) await fs.rm(active.file, { force: true });
     });
     return this.chain;

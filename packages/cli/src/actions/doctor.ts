@@ -1,13 +1,15 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { modeText, openToOthers } from '@trace-ingest/shared/data-dir';
-import { missingSegments, segmentSeq } from '@trace-ingest/shared/wal-files';
+import { CHECKPOINT_FILE, missingFromCheckpoint, parseCheckpoint, segmentSeq, type MissingSegment } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
 import { openSpanAccess, runningServer } from '../span-access.js';
 import { FORECAST_WARN_DAYS } from '@trace-ingest/store/disk-forecast';
 import { auditCatalog } from './catalog.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+const DUCKDB_HELD = /Could not set lock on file|Conflicting lock is held/i;
 
 export interface Check {
   name: string;
@@ -68,14 +70,27 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
       checks.push({ name: 'span store', status: 'ok', detail: `${spans.kind} reachable, schema up to date` });
     } catch (e) {
       const msg = message(e);
-      if (/lock/i.test(msg) && c.CLICKHOUSE_URL === undefined && serverUp !== 'down') {
+      // DuckDB's own words for a file another process holds; a damaged file's errors ("could not read block ...") are not that.
+      const held = c.CLICKHOUSE_URL === undefined && DUCKDB_HELD.test(msg);
+      if (held && serverUp !== 'down') {
         checks.push({ name: 'span store', status: 'ok', detail: 'duckdb is held by the running server (one process per file)' });
+      } else if (held) {
+        checks.push({
+          name: 'span store',
+          status: 'fail',
+          detail: `${c.duckdbFile} is held by another process while no server of this DATA_DIR answers: ${msg}`,
+          fix: 'stop the process that holds it (its pid is in the message above); only one process may open the file',
+        });
       } else {
         checks.push({
           name: 'span store',
           status: 'fail',
-          detail: msg,
-          fix: c.CLICKHOUSE_URL === undefined ? `check ${c.duckdbFile}; only one process may open it` : 'check CLICKHOUSE_URL and that ClickHouse is reachable',
+          detail: c.CLICKHOUSE_URL === undefined ? `${c.duckdbFile} could not be opened; it is not held by another process, it looks damaged: ${msg}` : msg,
+          fix:
+            c.CLICKHOUSE_URL === undefined
+              ? `stop the server; restore ${c.duckdbFile} from a backup, or move it aside and run "trace-ingest migrate" to start an empty one ` +
+                "(the write log's spans go into it)"
+              : 'check CLICKHOUSE_URL and that ClickHouse is reachable',
         });
       }
     }
@@ -192,7 +207,7 @@ async function checkDataDir(dir: string): Promise<Check> {
 }
 
 /** The files under DATA_DIR that hold data: the stores, their logs, the write log, dead letters, the secrets key. */
-const PRIVATE_ENTRIES = /^(trace-ingest\.sqlite.*|spans\.duckdb.*|secrets\.key|quota-owed\.json|wal|dead-letter|tmp)$/;
+const PRIVATE_ENTRIES = /^(trace-ingest\.sqlite.*|server\.(lock|pid)|spans\.duckdb.*|secrets\.key|quota-owed\.json|wal|dead-letter|tmp)$/;
 
 /** DATA_DIR and what it holds (prompts, key hashes, sealed secrets) readable by the server's user alone. */
 async function checkPrivacy(dir: string): Promise<Check> {
@@ -224,33 +239,61 @@ async function checkPrivacy(dir: string): Promise<Check> {
   }
 }
 
-async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
-  let bytes = 0;
-  let segments = 0;
-  const seqs: number[] = [];
-  try {
+/**
+ * The segments on disk against the write log's checkpoint. A running server rewrites the
+ * checkpoint as it seals and retires segments: it is read before and after the folder, and
+ * only a segment both reads expect and the folder lacks is missing.
+ */
+async function walState(dir: string): Promise<{ bytes: number; segments: number; missing: MissingSegment[] }> {
+  const readCheckpoint = () => fs.readFile(path.join(dir, CHECKPOINT_FILE), 'utf8').catch(() => undefined);
+  for (let attempt = 0; ; attempt++) {
+    const before = await readCheckpoint();
+    let bytes = 0;
+    let segments = 0;
+    const seqs: number[] = [];
     for (const f of await fs.readdir(dir)) {
       const seq = segmentSeq(f);
       if (seq === undefined) continue;
+      const size = await fs.stat(path.join(dir, f)).then(
+        (st) => st.size,
+        () => undefined,
+      );
+      if (size === undefined) continue; // retired meanwhile
       seqs.push(seq);
-      const size = (await fs.stat(path.join(dir, f))).size;
       if (size === 0) continue;
       segments++;
       bytes += size;
     }
+    const after = await readCheckpoint();
+    if (before !== after && attempt < 5) continue;
+    const cp = after === undefined ? undefined : parseCheckpoint(after);
+    return { bytes, segments, missing: missingFromCheckpoint(cp, seqs) };
+  }
+}
+
+async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
+  let state;
+  try {
+    state = await walState(dir);
   } catch {
     return { name: 'write log', status: 'ok', detail: 'empty (not created yet)' };
   }
-  const missing = missingSegments(seqs);
+  const { bytes, segments, missing } = state;
   if (missing.length > 0) {
-    const listed = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ', ...' : '');
+    const listed = missing
+      .slice(0, 5)
+      .map((m) => `${m.seq} (${m.position}, ${m.spans === undefined ? 'spans unknown' : `${m.spans} spans`})`)
+      .join(', ');
+    const spans = missing.reduce((n, m) => n + (m.spans ?? 0), 0);
     return {
       name: 'write log',
       status: 'fail',
-      detail: `${missing.length} segment(s) missing between those waiting (${listed}): removed before their spans were stored`,
+      detail:
+        `${missing.length} segment(s) the write log's checkpoint expects are missing: ${listed}${missing.length > 5 ? ', ...' : ''}; ` +
+        `removed before their spans were stored (${spans} spans known)`,
       fix:
         `restore the missing .wal files into ${dir} from a backup if there is one; otherwise those acknowledged spans are lost ` +
-        '(the server logs and counts them in trace_ingest_wal_missing_segments_total)',
+        '(the server logs and counts them in trace_ingest_wal_missing_segments_total at its next start)',
     };
   }
   const pct = (100 * bytes) / maxBytes;
