@@ -84,7 +84,9 @@ export async function receiveBody(req: IncomingMessage, limit: number, opts: Rec
     const type = (e as { type?: string }).type;
     if (type === 'entity.too.large') throw new PayloadTooLargeError(limit);
     if (type === 'request.size.invalid') throw new BadRequestError('TI_ERR_BODY_SIZE', 'request body length does not match Content-Length');
-    if (type === 'request.aborted') throw new BadRequestError('TI_ERR_ABORTED', 'request body was aborted by the client');
+    // A client that went away before or while its body arrived: no answer reaches it, and it is not our fault.
+    if (type === 'request.aborted' || (type === 'stream.not.readable' && (req.destroyed || req.socket.destroyed)))
+      throw new BadRequestError('TI_ERR_ABORTED', 'request body was aborted by the client');
     throw e;
   } finally {
     clearInterval(watchdog);

@@ -109,6 +109,23 @@ describe('Flusher with a real DuckDB store', () => {
       ),
     );
 
+  it('logs a flush that keeps failing once per reason, and its end once; counts every failure', async () => {
+    const out: { level: number; msg: string }[] = [];
+    const seen = pino({ level: 'info' }, { write: (l: string) => out.push(JSON.parse(l) as { level: number; msg: string }) });
+    const seal = log.seal.bind(log);
+    let failing = true;
+    log.seal = () => (failing ? Promise.reject(Object.assign(new Error('EMFILE: too many open files, open'), { code: 'EMFILE' })) : seal());
+    const f = built(new Flusher(log, store, { intervalMs: 10, maxRows: 10_000, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, seen, metrics));
+    f.start();
+    await new Promise((r) => setTimeout(r, 300));
+    failing = false;
+    await new Promise((r) => setTimeout(r, 100));
+    const failures = (await metrics.registry.getSingleMetric('trace_ingest_flush_failures_total')?.get())?.values[0]?.value ?? 0;
+    expect(failures).toBeGreaterThan(5);
+    expect(out.filter((l) => l.level >= 50).map((l) => l.msg)).toEqual([expect.stringContaining('flush failed')]);
+    expect(out.filter((l) => l.msg === 'flushes work again')).toHaveLength(1);
+  });
+
   it('moves every row into the store in batches of maxRows and retires the segments', async () => {
     for (let i = 0; i < 5; i++) {
       const b = batch(3, 10);

@@ -15,6 +15,7 @@ import type { Metrics } from './metrics.js';
 import type { QuotaCounter } from './quota.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { WriteLog } from './write-log.js';
+import { refusalLogOf } from './refusal-log.js';
 
 /*
  * The steps every ingest route shares, in the contract's order: admit (size,
@@ -126,7 +127,11 @@ export function requestId(given: unknown): string {
 
 /** The log line of a failure that is ours (5xx), on any route and transport; the caller's own (4xx) are in its request line. */
 export function logFailure(logger: Logger, e: TiError, err: unknown, reqId: string): void {
-  if (e.httpCode >= 500) logger.error({ reqId, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
+  // A client gone before its body arrived gets no answer and is no fault of ours.
+  if (e.code === 'TI_ERR_ABORTED') logger.info({ reqId, code: e.code }, 'the client closed the connection before its body arrived');
+  // Expected refusals (503) at warn, once per change of reason; faults (500) with their stack.
+  else if (e.httpCode === 503) refusalLogOf(logger).refused(e, err instanceof TiError ? err.cause : err, reqId);
+  else if (e.httpCode >= 500) logger.error({ reqId, code: e.code, err: err instanceof TiError ? (err.cause ?? err) : err }, e.message);
 }
 
 /** A batch refused on any ingest route or transport: the refusal metrics, by the catalog's status and reason. */

@@ -771,6 +771,8 @@ export class DuckDbSpanStore implements SpanStore {
    * One SELECT or EXPLAIN, for a clear answer to anything else.
    */
   async readOnlyQuery(sql: string, params: readonly unknown[] = [], maxRows?: number): Promise<QueryRow[]> {
+    // Never an answer from a file removed under the server (its rows are gone at stop); a replaced one is reopened first.
+    await this.checkFile();
     if (this.instance === undefined) throw new Error('span store is not started');
     const conn = await this.instance.connect();
     try {
@@ -801,6 +803,7 @@ export class DuckDbSpanStore implements SpanStore {
   }
 
   async *queryStream(sql: string, params: readonly unknown[] = []): AsyncIterable<QueryRow> {
+    await this.checkFile();
     if (this.instance === undefined) throw new Error('span store is not started');
     // A connection of its own: another statement on a connection ends the stream running on it,
     // while writes through the writer (reprice replaces rows as it reads) leave this snapshot alone.

@@ -26,7 +26,8 @@ export interface ChildServer {
   exited: Promise<number | null>;
 }
 
-export async function startChildServer(env: Record<string, string>): Promise<ChildServer> {
+/** `notReady`: settings under which the server starts refusing (it is waited for on /healthz, not /readyz). */
+export async function startChildServer(env: Record<string, string>, notReady?: Record<string, string>): Promise<ChildServer> {
   const port = await freePort();
   const proc = spawn(process.execPath, [SERVER_BIN], {
     // Fixtures carry fixed dates in the past: no retention unless a test sets one.
@@ -39,6 +40,7 @@ export async function startChildServer(env: Record<string, string>): Promise<Chi
       RETENTION_DAYS: '0',
       TEXT_RETENTION_DAYS: '0',
       ...env,
+      ...notReady,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: path.dirname(SERVER_BIN),
@@ -52,7 +54,7 @@ export async function startChildServer(env: Record<string, string>): Promise<Chi
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`server exited during start (${proc.exitCode}): ${out}`);
     try {
-      if ((await fetch(`${url}/readyz`)).ok) break;
+      if ((await fetch(`${url}/${notReady === undefined ? 'readyz' : 'healthz'}`)).ok) break;
     } catch {
       // not listening yet
     }
@@ -66,8 +68,8 @@ export async function startChildServer(env: Record<string, string>): Promise<Chi
 }
 
 /** startChildServer, killed when the test finishes. */
-export async function startChildServerForTest(env: Record<string, string>): Promise<ChildServer> {
-  const t = await startChildServer(env);
+export async function startChildServerForTest(env: Record<string, string>, notReady?: Record<string, string>): Promise<ChildServer> {
+  const t = await startChildServer(env, notReady);
   onTestFinished(async () => {
     t.proc.kill('SIGKILL');
     await t.exited;
