@@ -111,6 +111,9 @@ describe('one server per DATA_DIR (ClickHouse tier, real processes)', () => {
     // kill -9 leaves the pid file behind, not the lock.
     first.proc.kill('SIGKILL');
     await first.exited;
+    const doctor = await runFor([CLI, 'doctor', '--json'], { ...env, PORT: '1' }, 60_000);
+    const lockCheck = (JSON.parse(doctor.out) as { name: string; status: string; detail: string }[]).find((c) => c.name === 'server lock');
+    expect(lockCheck).toMatchObject({ status: 'warn', detail: expect.stringContaining(`pid ${first.proc.pid} `) });
     const restarted = await startChildServer(env);
     onTestFinished(() => {
       restarted.proc.kill('SIGKILL');

@@ -1,9 +1,11 @@
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { modeText, openToOthers } from '@trace-ingest/shared/data-dir';
 import { CHECKPOINT_FILE, missingFromCheckpoint, parseCheckpoint, segmentSeq, type MissingSegment } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
 import { openSpanAccess, runningServer } from '../span-access.js';
+import { readLockHolder } from '@trace-ingest/store/data-dir-lock';
 import { FORECAST_WARN_DAYS } from '@trace-ingest/store/disk-forecast';
 import { auditCatalog } from './catalog.js';
 
@@ -29,6 +31,7 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
   const checks: Check[] = [];
   checks.push(await checkDataDir(c.dataDir));
   checks.push(await checkPrivacy(c.dataDir));
+  checks.push(checkServerLock(c.dataDir));
 
   // A server of this DATA_DIR answers on its admin socket whatever port it listens on; PORT is the fallback.
   const running = await runningServer(c.adminSocket);
@@ -103,6 +106,31 @@ export async function doctor(ctx: CliContext, opts: { fetchTimeoutMs?: number } 
   checks.push(await checkWriteLog(c.walDir, c.BUFFER_MAX_BYTES));
   checks.push(await checkDeadLetters(path.join(c.dataDir, 'dead-letter')));
   return checks;
+}
+
+/** Who holds DATA_DIR, from the pid note the server writes beside its lock (read only: doctor never takes the lock). */
+function checkServerLock(dataDir: string): Check {
+  const name = 'server lock';
+  const holder = readLockHolder(dataDir);
+  if (holder === undefined) return { name, status: 'ok', detail: `no server holds ${dataDir}` };
+  const held = `${dataDir} is held by the server with pid ${holder.pid} on ${holder.host}, started ${holder.startedAt}`;
+  if (holder.host !== os.hostname()) return { name, status: 'ok', detail: `${held} (another host: not checked from here)` };
+  if (processRuns(holder.pid)) return { name, status: 'ok', detail: held };
+  return {
+    name,
+    status: 'warn',
+    detail: `the server with pid ${holder.pid} (started ${holder.startedAt}) did not shut down cleanly: a crash or kill -9`,
+    fix: 'its lock went with it; the next start replays the write log. Look in its log for why it stopped',
+  };
+}
+
+function processRuns(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Spans stored this month without a price: their cost shows as 0 until priced and repriced. */
