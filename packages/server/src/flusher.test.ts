@@ -117,11 +117,14 @@ describe('Flusher with a real DuckDB store', () => {
     log.seal = () => (failing ? Promise.reject(Object.assign(new Error('EMFILE: too many open files, open'), { code: 'EMFILE' })) : seal());
     const f = built(new Flusher(log, store, { intervalMs: 10, maxRows: 10_000, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, seen, metrics));
     f.start();
-    await new Promise((r) => setTimeout(r, 300));
+    const failures = async () => (await metrics.registry.getSingleMetric('trace_ingest_flush_failures_total')?.get())?.values[0]?.value ?? 0;
+    const until = async (done: () => boolean | Promise<boolean>) => {
+      for (let i = 0; i < 500 && !(await done()); i++) await new Promise((r) => setTimeout(r, 10));
+    };
+    await until(async () => (await failures()) >= 10);
+    expect(await failures()).toBeGreaterThanOrEqual(10);
     failing = false;
-    await new Promise((r) => setTimeout(r, 100));
-    const failures = (await metrics.registry.getSingleMetric('trace_ingest_flush_failures_total')?.get())?.values[0]?.value ?? 0;
-    expect(failures).toBeGreaterThan(5);
+    await until(() => out.some((l) => l.msg === 'flushes work again'));
     expect(out.filter((l) => l.level >= 50).map((l) => l.msg)).toEqual([expect.stringContaining('flush failed')]);
     expect(out.filter((l) => l.msg === 'flushes work again')).toHaveLength(1);
   });
