@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm run test:fresh`: everything the test suite needs on a fresh Debian
 # machine, then the suite itself. It installs what is missing (Debian's
-# clickhouse-server, postgresql, redis-server, chromium; chdb into a cache
+# clickhouse-server, postgresql, redis-server, chromium, faketime; chdb into a cache
 # outside the repo; the npm dependencies), starts PostgreSQL and Redis on
 # loopback when they are not running, and runs `npm test`. Where it cannot
 # install (not root, no apt-get), it stops before the suite with one line
@@ -35,6 +35,7 @@ have clickhouse-server || have clickhouse || missing+=(clickhouse-server clickho
 if ! listening "$PG_PORT" && ! have pg_ctlcluster; then missing+=(postgresql); fi
 if ! listening "$REDIS_PORT" && ! have redis-server; then missing+=(redis-server); fi
 have chromium || missing+=(chromium)
+have faketime || missing+=(faketime)
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then

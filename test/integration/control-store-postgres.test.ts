@@ -72,6 +72,7 @@ describe('PostgreSQL control store across processes', () => {
       'price_catalogs',
       'price_overrides',
       'settings',
+      'usage_batches',
       'usage_months',
     ]);
   });

@@ -18,6 +18,9 @@ const DATABASE_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@12
 const PREFIX = `ti_test_${randomBytes(4).toString('hex')}`;
 const NOW = Date.UTC(2026, 10, 22, 12);
 const MONTH = utcMonth(NOW);
+let batchSeq = 0;
+/** One distinct batch of n spans. */
+const batch = (n: number) => [{ id: `batch-${++batchSeq}`, spans: n }];
 
 async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
   let cursor = '0';
@@ -114,7 +117,7 @@ describe('Redis-shared limits', () => {
       () => a.close(),
       () => b.close(),
     );
-    const adds = Array.from({ length: 150 }, (_, i) => [a.add(org.id, 1 + (i % 4), NOW), b.add(org.id, 2, NOW)]).flat();
+    const adds = Array.from({ length: 150 }, (_, i) => [a.add(org.id, batch(1 + (i % 4)), NOW), b.add(org.id, batch(2), NOW)]).flat();
     await Promise.all(adds);
     const expected = Array.from({ length: 150 }, (_, i) => 1 + (i % 4) + 2).reduce((x, y) => x + y, 0);
     expect(await storeA.getMonthUsage(org.id, MONTH)).toBe(expected);
@@ -132,7 +135,7 @@ describe('Redis-shared limits', () => {
     closers.push(() => quota.close());
     const key = quota.usageKey(org.id, MONTH);
 
-    await quota.add(org.id, 100, NOW);
+    await quota.add(org.id, batch(100), NOW);
     await expect(quota.check(org.id, 100, NOW)).rejects.toBeInstanceOf(QuotaExceededError);
 
     // Redis restarted empty.
@@ -142,7 +145,7 @@ describe('Redis-shared limits', () => {
 
     // An add that finds the key gone also starts from the durable total, not from zero.
     await admin.del(key);
-    await quota.add(org.id, 5, NOW);
+    await quota.add(org.id, batch(5), NOW);
     expect(await admin.get(key)).toBe('105');
     await expect(quota.check(org.id, 106, NOW)).resolves.toBeUndefined();
 
@@ -175,7 +178,7 @@ describe('Redis-shared limits', () => {
     );
     const key = a.usageKey(org.id, MONTH);
     const round = async (): Promise<void> => {
-      await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? a : b).add(org.id, 3, NOW)));
+      await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? a : b).add(org.id, batch(3), NOW)));
     };
 
     await round();
@@ -211,7 +214,7 @@ describe('Redis-shared limits', () => {
       expect((e as ServiceUnavailableError).headers['Retry-After']).toBe('1');
     }
     // Spans already accepted stay counted in the durable record.
-    await quota.add(org.id, 3, NOW);
+    await quota.add(org.id, batch(3), NOW);
     expect(await store.getMonthUsage(org.id, MONTH)).toBe(3);
     expect(errors).toHaveLength(1);
     // Closing twice is harmless.

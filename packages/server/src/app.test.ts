@@ -52,8 +52,8 @@ async function harness(over: Partial<AppDeps> = {}): Promise<Harness> {
     limiter: new MemoryRateLimiter(),
     quota: {
       check: () => Promise.resolve(),
-      add: (_org, n) => {
-        counted.push(n);
+      add: (_org, batches) => {
+        for (const b of batches) counted.push(b.spans);
         return Promise.resolve();
       },
       close: () => Promise.resolve(),

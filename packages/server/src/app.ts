@@ -1,4 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { NotReadyError } from './readiness.js';
 import type { Logger } from 'pino';
 import { BadRequestError, ForbiddenError, InternalError, MethodNotAllowedError, NotFoundError, otlpAnswer, TiError } from '@trace-ingest/shared/errors';
 import { buildOpenApiDocument } from '@trace-ingest/shared/openapi';
@@ -80,7 +81,9 @@ export function createApp(deps: AppDeps): express.Express {
       await deps.checkReady();
       res.json({ status: 'ready' });
     } catch (e) {
-      res.status(503).json({ status: 'unavailable', error: e instanceof Error ? e.message : String(e) });
+      // Each dependency's own answer, when the check names them: which one is slow or down.
+      const checks = e instanceof NotReadyError ? { checks: e.checks } : {};
+      res.status(503).json({ status: 'unavailable', error: e instanceof Error ? e.message : String(e), ...checks });
     }
   });
   const gets = ['/healthz', '/readyz', '/openapi.json'];

@@ -42,6 +42,7 @@ export class Flusher {
   private storeHealthy = true;
   /** Why the last insert failed, while inserts fail. */
   private storeFailure: unknown;
+  private flushFailure: unknown;
   private readonly minBackoff: number;
   private readonly maxBytes: number;
   private readonly maxBackoff: number;
@@ -170,7 +171,24 @@ export class Flusher {
     this.metrics.bufferRows.set(this.log.rows);
   }
 
+  /** Why the last flush failed before it reached the store (no file handle left, an unreadable segment); undefined once one succeeds. */
+  flushProblem(): string | undefined {
+    const e = this.flushFailure;
+    if (e === undefined) return undefined;
+    return `write log cannot be flushed (retrying): ${e instanceof Error ? e.message : String(e)}`;
+  }
+
   private async flushAll(): Promise<void> {
+    try {
+      await this.flushSegments();
+      this.flushFailure = undefined;
+    } catch (e) {
+      this.flushFailure = e;
+      throw e;
+    }
+  }
+
+  private async flushSegments(): Promise<void> {
     const segments = await this.log.seal();
     for (const seg of segments) {
       if (this.stopping) return;

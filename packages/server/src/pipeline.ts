@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { DrainingError, refusalReason, ServiceUnavailableError, TiError } from '@trace-ingest/shared/errors';
@@ -105,8 +105,8 @@ export function httpCaller(req: Request, res: Response): Caller {
 /** After the write log holds a batch: wake the flusher, count it against the quota, record the metrics. */
 export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: EncodedBatch, now: number, started: number, status: string): Promise<void> {
   deps.flusher.notify();
-  // The batch will be stored: from here on the answer is a success (a failed count is retried by the counter).
-  await deps.quota.add(key.orgId, batch.rows, now);
+  // The batch will be stored: from here on the answer is a success, which does not wait for the count (owed, then added).
+  await deps.quota.add(key.orgId, [{ id: batch.fingerprint, spans: batch.rows }], now);
 
   deps.metrics.spansAccepted.inc(batch.rows);
   if ((batch.before2001 ?? 0) > 0) deps.metrics.spansBefore2001.inc(batch.before2001);
@@ -185,6 +185,21 @@ export interface EncodedBatch {
   unpriced: Span[];
   /** Spans that start before 2001: seconds sent as milliseconds? */
   before2001?: number;
+  /** What makes it "the same batch" for the quota (see batchFingerprint). */
+  fingerprint: string;
+}
+
+/**
+ * "The same batch", for charging it once: the org and the set of (trace id,
+ * span id) pairs of its spans, whatever their order, body or transport. A
+ * client's retry of a batch (the SDK resends the same spans) is the same
+ * batch; any batch with one span more or less is another. The spans table
+ * keeps one row per (org, trace, span) either way.
+ */
+export function batchFingerprint(orgId: string, ids: readonly string[]): string {
+  const h = createHash('sha256').update(orgId).update('\u0000');
+  for (const id of [...ids].sort()) h.update(id).update('\n');
+  return h.digest('hex');
 }
 
 /** Steps 5-6 of every ingest route: price each span of valid traces and encode its row. */
@@ -199,11 +214,13 @@ export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, k
   const textDays = key.textDays ?? deps.textRetentionDays ?? 0;
   const textsBefore = textDays > 0 ? retentionCuts(now, { days: 0, textDays }).textsBefore : undefined;
   let kept = 0;
+  const ids: string[] = [];
   for (const sent of traces) {
     const trace = policy.apply(sent);
     if (policy.active) kept += trace.spans.length;
     const head = encodeTraceHead(trace, ctx);
     for (const span of trace.spans) {
+      ids.push(`${trace.traceId}\u0000${span.spanId}`);
       const costs = deps.pricing.price(span, key.orgId);
       if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
       if (span.startTime < SECONDS_SUSPECT_BEFORE_MS) before2001++;
@@ -211,7 +228,7 @@ export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, k
     }
   }
   if (kept > 0) deps.metrics.contentRedacted.inc(kept);
-  return { lines: toNdjson(lines), rows: lines.length, unpriced, before2001 };
+  return { lines: toNdjson(lines), rows: lines.length, unpriced, before2001, fingerprint: batchFingerprint(key.orgId, ids) };
 }
 
 function withoutTexts(span: Span): Span {

@@ -1,19 +1,22 @@
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
 import { QuotaExceededError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { ControlStore } from '@trace-ingest/store/control-store-types';
+import type { ControlStore, UsageBatchCount } from '@trace-ingest/store/control-store-types';
 import type { Metrics } from './metrics.js';
 
 /**
  * Monthly span quota per org, counted per UTC calendar month. A batch that
  * starts under the quota is taken whole and counted after it is accepted, so
- * the overshoot is at most one batch per concurrent request.
+ * the overshoot is at most one batch per concurrent request. A batch is
+ * counted by its fingerprint (`id`, see batchFingerprint): the same batch
+ * added twice counts once.
  */
 export interface QuotaCounter {
   check(orgId: string, monthlySpans: number, now: number): Promise<void>;
-  add(orgId: string, spans: number, now: number): Promise<void>;
+  add(orgId: string, batches: readonly UsageBatchCount[], now: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -26,8 +29,8 @@ export class StoreQuotaCounter implements QuotaCounter {
     if (used >= monthlySpans) throw new QuotaExceededError(monthlySpans);
   }
 
-  async add(orgId: string, spans: number, now: number): Promise<void> {
-    await this.keys.addMonthUsage(orgId, utcMonth(now), spans);
+  async add(orgId: string, batches: readonly UsageBatchCount[], now: number): Promise<void> {
+    await this.keys.addMonthUsageOnce(orgId, utcMonth(now), batches, Date.now());
   }
 
   close(): Promise<void> {
@@ -50,30 +53,49 @@ interface Owed {
   month: string;
   /** Any instant in the month, for the counter's `add`. */
   at: number;
-  spans: number;
+  /** Spans by batch fingerprint. */
+  batches: Map<string, number>;
 }
+
+/** As the pending file holds an org's month (older files: `spans` without batches). */
+interface OwedFile {
+  orgId: string;
+  month: string;
+  at: number;
+  spans?: number;
+  batches?: [string, number][];
+}
+
+/** Batches one add sends at most (one transaction). */
+const MAX_BATCHES_PER_ADD = 2000;
+/** Fingerprints kept in memory while owed; beyond it a batch is owed under a fingerprint of its own (no longer recognised if resent). */
+const MAX_OWED_BATCHES = 200_000;
 
 /**
  * Once a batch is in the write log it will be stored, so its answer is 202
- * whatever happens to the quota count. `add` therefore never throws: spans
- * the store could not take are owed, retried with backoff (one attempt at a
- * time, in the order they came), and counted by `check` meanwhile, so the
- * quota still holds during the outage. While anything is owed, new counts
- * queue behind it instead of each request paying for the failing store.
- * Owed counts still open at shutdown go to `pendingFile` and are added on the
- * next start.
+ * whatever happens to the quota count, and the answer never waits for the
+ * count: `add` owes the batch at once (counted by `check` from then on) and
+ * returns; the owed batches are added in the background, everything that
+ * came in meanwhile in one transaction, one add at a time, retried with
+ * backoff while the store fails (a lock, a timeout, an outage). Owed counts
+ * still open at shutdown go to `pendingFile` and are added on the next
+ * start.
  *
- * A count is added by exactly one successful `add` of the counter below;
- * an `add` that failed added nothing (SQLite busy, PostgreSQL or Redis
- * unreachable). What this cannot cover: a crash between the append and the
- * count (in memory only for that moment), and a store that committed an add
- * and then lost the connection before answering (retried, so counted twice).
+ * Each batch is owed and added under its fingerprint: a batch already owed
+ * here is not owed again, and the store adds a fingerprint once (across
+ * replicas sharing it, for USAGE_BATCH_MEMORY_MS), so a resent batch is
+ * charged once, and so is an add retried after the store committed it but
+ * the answer was lost. What this cannot cover: a crash between the append
+ * and the count (in memory only for that moment).
  */
 export class ReconcilingQuota implements QuotaCounter {
   private owed: Owed[] = [];
+  private owedBatches = 0;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<boolean> | undefined;
   private attempt = 0;
+  /** Set once an add failed (or the previous run left counts): the next catch-up is logged and clears the pending file. */
+  private behind = false;
   private closed = false;
   private readonly minBackoff: number;
   private readonly maxBackoff: number;
@@ -95,14 +117,18 @@ export class ReconcilingQuota implements QuotaCounter {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
       throw e;
     }
-    let kept: Owed[];
+    let kept: OwedFile[];
     try {
-      kept = JSON.parse(text) as Owed[];
+      kept = JSON.parse(text) as OwedFile[];
     } catch (e) {
       this.opts.logger.error({ err: e, file: this.opts.pendingFile }, 'quota counts owed by the previous run are unreadable; left in place, not added');
       return;
     }
-    for (const o of kept) this.owe(o.orgId, o.month, o.at, o.spans);
+    for (const o of kept) {
+      const batches = o.batches ?? [[`owed:${randomUUID()}`, o.spans ?? 0]];
+      for (const [id, spans] of batches) this.owe(o.orgId, o.month, o.at, id, spans);
+    }
+    this.behind = true;
     this.opts.logger.info({ spans: this.owedTotal() }, 'quota counts owed by the previous run are being added');
     this.schedule(0);
   }
@@ -110,7 +136,7 @@ export class ReconcilingQuota implements QuotaCounter {
   /** Spans of the org's month that are accepted but not yet in the store. */
   owedSpans(orgId: string, month: string): number {
     let n = 0;
-    for (const o of this.owed) if (o.orgId === orgId && o.month === month) n += o.spans;
+    for (const o of this.owed) if (o.orgId === orgId && o.month === month) for (const spans of o.batches.values()) n += spans;
     return n;
   }
 
@@ -127,68 +153,81 @@ export class ReconcilingQuota implements QuotaCounter {
     }
   }
 
-  /** Never throws; resolves once the spans are counted or owed. */
-  async add(orgId: string, spans: number, now: number): Promise<void> {
-    if (this.owed.length > 0 || this.closed) {
-      this.owe(orgId, utcMonth(now), now, spans);
-      return;
-    }
-    try {
-      await this.inner.add(orgId, spans, now);
-    } catch (e) {
-      this.opts.logger.error(
-        { err: e, orgId },
-        'could not add accepted spans to the quota usage; they are counted here and retried until the store takes them',
-      );
-      this.owe(orgId, utcMonth(now), now, spans);
-      this.schedule(this.backoffMs());
-    }
+  /** Never throws and never waits for the store: the batches are owed until the background add takes them. */
+  add(orgId: string, batches: readonly UsageBatchCount[], now: number): Promise<void> {
+    for (const b of batches) this.owe(orgId, utcMonth(now), now, b.id, b.spans);
+    this.schedule(0);
+    return Promise.resolve();
   }
 
-  private owe(orgId: string, month: string, at: number, spans: number): void {
-    const same = this.owed.find((o) => o.orgId === orgId && o.month === month);
-    if (same !== undefined) same.spans += spans;
-    else this.owed.push({ orgId, month, at, spans });
+  private owe(orgId: string, month: string, at: number, id: string, spans: number): void {
+    let o = this.owed.find((x) => x.orgId === orgId && x.month === month);
+    if (o === undefined) {
+      o = { orgId, month, at, batches: new Map() };
+      this.owed.push(o);
+    }
+    // A batch already owed (resent before its first count reached the store) is owed once.
+    if (o.batches.has(id)) return;
+    if (this.owedBatches >= MAX_OWED_BATCHES) id = `owed:${randomUUID()}`;
+    o.batches.set(id, spans);
+    this.owedBatches++;
     this.opts.metrics.quotaOwedSpans.set(this.owedTotal());
   }
 
   private owedTotal(): number {
-    return this.owed.reduce((n, o) => n + o.spans, 0);
+    let n = 0;
+    for (const o of this.owed) for (const spans of o.batches.values()) n += spans;
+    return n;
   }
 
   private backoffMs(): number {
     return backoffMs(this.attempt++, { minMs: this.minBackoff, maxMs: this.maxBackoff });
   }
 
+  /** Starts the background add after `ms`, unless one is running or waiting (it picks up what is owed by then). */
   private schedule(ms: number): void {
-    if (this.timer !== undefined || this.closed) return;
+    if (this.timer !== undefined || this.running !== undefined || this.closed) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.running = this.settle().finally(() => (this.running = undefined));
+      this.running = this.settle().then((ok) => {
+        this.running = undefined;
+        // Owed while this add ran (or still owed after a failure): the next add, at once or after a backoff.
+        if (this.owed.length > 0) this.schedule(ok ? 0 : this.backoffMs());
+        return ok;
+      });
     }, ms);
     this.timer.unref();
   }
 
-  /** Adds what is owed, oldest first, until done or the store fails again. */
+  /** Adds what is owed, oldest org-month first, until done or the store fails again. */
   private async settle(): Promise<boolean> {
     while (this.owed.length > 0) {
       const o = this.owed[0]!;
-      const spans = o.spans;
+      const sent = [...o.batches].slice(0, MAX_BATCHES_PER_ADD).map(([id, spans]) => ({ id, spans }));
       try {
-        await this.inner.add(o.orgId, spans, o.at);
+        await this.inner.add(o.orgId, sent, o.at);
       } catch (e) {
-        this.opts.logger.warn({ err: e, owedSpans: this.owedTotal() }, 'quota usage still cannot be updated; retrying');
-        this.schedule(this.backoffMs());
+        if (!this.behind) {
+          this.behind = true;
+          this.opts.logger.error(
+            { err: e, orgId: o.orgId, owedSpans: this.owedTotal() },
+            'could not add accepted spans to the quota usage; they are counted here and retried until the store takes them',
+          );
+        } else this.opts.logger.warn({ err: e, owedSpans: this.owedTotal() }, 'quota usage still cannot be updated; retrying');
         return false;
       }
-      // Spans owed to the same org and month while the add ran stay owed.
-      o.spans -= spans;
-      if (o.spans === 0) this.owed.shift();
+      // Batches owed to the same org and month while the add ran stay owed.
+      for (const b of sent) o.batches.delete(b.id);
+      this.owedBatches -= sent.length;
+      if (o.batches.size === 0) this.owed.splice(this.owed.indexOf(o), 1);
       this.opts.metrics.quotaOwedSpans.set(this.owedTotal());
     }
     this.attempt = 0;
-    await fs.rm(this.opts.pendingFile, { force: true });
-    this.opts.logger.info('quota usage is up to date again');
+    if (this.behind) {
+      this.behind = false;
+      await fs.rm(this.opts.pendingFile, { force: true }).catch(() => undefined);
+      this.opts.logger.info('quota usage is up to date again');
+    }
     return true;
   }
 
@@ -200,10 +239,9 @@ export class ReconcilingQuota implements QuotaCounter {
     this.timer = undefined;
     await this.running;
     if (this.owed.length > 0 && !(await this.settle())) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
       const tmp = `${this.opts.pendingFile}.tmp`;
-      await fs.writeFile(tmp, JSON.stringify(this.owed));
+      const file: OwedFile[] = this.owed.map((o) => ({ orgId: o.orgId, month: o.month, at: o.at, batches: [...o.batches] }));
+      await fs.writeFile(tmp, JSON.stringify(file));
       await fs.rename(tmp, this.opts.pendingFile);
       this.opts.logger.error(
         { owedSpans: this.owedTotal(), file: this.opts.pendingFile },

@@ -1,4 +1,4 @@
-import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RateLimitedError } from '@trace-ingest/shared/errors';
 
 /**
@@ -37,9 +37,52 @@ export abstract class PerRateLimiter implements RateLimiter {
   }
 }
 
-/** In-process limits: right for one replica (the embedded default). */
-export class MemoryRateLimiter extends PerRateLimiter {
-  protected create(rps: number): RateLimiterAbstract {
-    return new RateLimiterMemory({ points: rps, duration: 1, keyPrefix: `rps${rps}` });
+/** One key's fixed window: when it opened on the monotonic clock, and the requests taken in it. */
+interface Window {
+  openedAt: number;
+  taken: number;
+}
+
+const WINDOW_MS = 1000;
+
+/**
+ * In-process limits: right for one replica (the embedded default). One fixed
+ * 1-second window per key, timed on the monotonic clock (`performance.now`),
+ * never the wall clock: a clock stepped back cannot stretch a window (a
+ * Retry-After of an hour), nor one stepped forward reset it.
+ */
+export class MemoryRateLimiter implements RateLimiter {
+  private readonly windows = new Map<string, Window>();
+  private sweptAt: number;
+
+  constructor(private readonly now: () => number = () => performance.now()) {
+    this.sweptAt = now();
+  }
+
+  consume(keyId: string, rps: number): Promise<void> {
+    const now = this.now();
+    this.sweep(now);
+    // Keyed by rate too, so a plan change starts a fresh window as a limiter per rate did.
+    const id = `${rps}\u0000${keyId}`;
+    let w = this.windows.get(id);
+    if (w === undefined || now - w.openedAt >= WINDOW_MS) {
+      w = { openedAt: now, taken: 0 };
+      this.windows.set(id, w);
+    }
+    w.taken++;
+    if (w.taken > rps) return Promise.reject(new RateLimitedError(Math.min(WINDOW_MS, w.openedAt + WINDOW_MS - now) / 1000, rps));
+    return Promise.resolve();
+  }
+
+  /** Drops windows that have closed, at most once a window, so the map holds only keys seen in the last second or two. */
+  private sweep(now: number): void {
+    if (now - this.sweptAt < WINDOW_MS) return;
+    this.sweptAt = now;
+    for (const [id, w] of this.windows) if (now - w.openedAt >= WINDOW_MS) this.windows.delete(id);
+  }
+
+  close(): Promise<void> {
+    this.windows.clear();
+    return Promise.resolve();
   }
 }

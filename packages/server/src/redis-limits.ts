@@ -12,7 +12,8 @@
  * own, so service resumes with Redis without a restart.
  *
  * Quota usage: the key store (PostgreSQL in a scale-out deployment) is the
- * durable record; Redis holds a copy so the per-request check costs no SQL.
+ * durable record, and counts each batch once by its fingerprint, whichever
+ * replica adds it; Redis holds a copy so the per-request check costs no SQL.
  * `add` adds to the key store first (one atomic upsert that returns the new
  * total) and then raises the Redis counter to that total with one atomic
  * script. Raising to the durable total rather than INCRBY-ing the batch keeps
@@ -28,7 +29,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { QuotaExceededError, ServiceUnavailableError, isTiError } from '@trace-ingest/shared/errors';
 import { utcMonth } from '@trace-ingest/shared/ids';
-import type { ControlStore } from '@trace-ingest/store/control-store-types';
+import type { ControlStore, UsageBatchCount } from '@trace-ingest/store/control-store-types';
 import type { QuotaCounter } from './quota.js';
 import { PerRateLimiter } from './rate-limit.js';
 
@@ -64,6 +65,12 @@ export async function waitForRedis(client: Redis, timeoutMs = 2000): Promise<voi
     };
     client.once('ready', onReady);
   });
+}
+
+/** Rejects unless the client is connected and Redis answers a PING within the command timeout. */
+export async function pingRedis(client: Redis): Promise<void> {
+  if (client.status !== 'ready') throw new Error(`Redis is not connected (${client.status})`);
+  await client.ping();
 }
 
 function redisUnavailable(cause: unknown): ServiceUnavailableError {
@@ -142,6 +149,11 @@ export class RedisRateLimiter extends PerRateLimiter {
     await waitForRedis(this.handle.client, timeoutMs);
   }
 
+  /** Rejects unless Redis answers now (for /readyz). */
+  async ping(): Promise<void> {
+    await pingRedis(this.handle.client);
+  }
+
   override async close(): Promise<void> {
     await super.close();
     await this.handle.close();
@@ -178,7 +190,7 @@ export class RedisQuotaCounter implements QuotaCounter {
   /** With a URL the counter owns its connection; a lent client stays open on close(). */
   constructor(
     redis: Redis | string,
-    private readonly keys: Pick<ControlStore, 'getMonthUsage' | 'addMonthUsage'>,
+    private readonly keys: Pick<ControlStore, 'getMonthUsage' | 'addMonthUsageOnce'>,
     opts: RedisQuotaOptions = {},
   ) {
     this.handle = new RedisHandle(redis);
@@ -216,9 +228,10 @@ export class RedisQuotaCounter implements QuotaCounter {
     if (used >= monthlySpans) throw new QuotaExceededError(monthlySpans);
   }
 
-  async add(orgId: string, spans: number, now: number): Promise<void> {
+  async add(orgId: string, batches: readonly UsageBatchCount[], now: number): Promise<void> {
     const month = utcMonth(now);
-    const total = await this.keys.addMonthUsage(orgId, month, spans);
+    // A batch another replica already added is recognised by the key store, in the same transaction as the count.
+    const total = await this.keys.addMonthUsageOnce(orgId, month, batches, Date.now());
     try {
       await this.redis.tiRaiseTo(this.usageKey(orgId, month), total, USAGE_TTL_SECONDS);
     } catch (e) {
@@ -229,6 +242,11 @@ export class RedisQuotaCounter implements QuotaCounter {
   /** Resolves once Redis takes commands; a server awaits it at start so its first requests are not refused. */
   async ready(timeoutMs?: number): Promise<void> {
     await waitForRedis(this.handle.client, timeoutMs);
+  }
+
+  /** Rejects unless Redis answers now (for /readyz). */
+  async ping(): Promise<void> {
+    await pingRedis(this.handle.client);
   }
 
   async close(): Promise<void> {

@@ -13,7 +13,8 @@ import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import { openBudgets, type Budgets } from '@trace-ingest/store/budgets';
 import { secretBoxFor } from '@trace-ingest/store/secret-box';
 import { parseDecimal } from '@trace-ingest/shared/decimal';
-import { openConsoleTokens, type ConsoleTokens } from '@trace-ingest/store/console-tokens';
+import { openConsoleTokens, type ConsoleTokens, type ControlDriverOptions } from '@trace-ingest/store/console-tokens';
+import type { PostgresTimeouts } from '@trace-ingest/store/control-store-postgres';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import { DataDirLock } from '@trace-ingest/store/data-dir-lock';
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
@@ -39,6 +40,7 @@ import { WriteLog } from './write-log.js';
 import { DiskSpace } from './disk-space.js';
 import { DiskReporter } from './disk-report.js';
 import { RetentionJob } from './retention.js';
+import { Readiness } from './readiness.js';
 
 export interface ServerParts {
   keyStore?: ControlStore;
@@ -99,6 +101,21 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
  */
 const SERVER_DUCKDB_MEMORY = '1GiB';
 
+/** The server's bounds on a PostgreSQL call, from the config. */
+function postgresTimeouts(c: Config): PostgresTimeouts {
+  return {
+    statementMs: c.DATABASE_STATEMENT_TIMEOUT_MS,
+    lockMs: c.DATABASE_LOCK_TIMEOUT_MS,
+    idleInTransactionMs: c.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    queryMs: c.DATABASE_QUERY_TIMEOUT_MS,
+  };
+}
+
+/** The server's connections to the control store's database: SQLite never waits for a lock on the event loop. */
+function controlDriverOptions(c: Config): ControlDriverOptions {
+  return { sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL, sqliteBusyTimeoutMs: 0, postgresTimeouts: postgresTimeouts(c) };
+}
+
 /** The org of TRACE_INGEST_INIT_API_KEY when TRACE_INGEST_INIT_ORG is unset. */
 export const DEFAULT_INIT_ORG = 'default';
 
@@ -126,6 +143,8 @@ export class IngestServer {
   /** The apps of the listeners, for routes(). */
   private readonly apps: Partial<Record<Listener, express.Express>> = {};
   private draining = false;
+  /** Set when REDIS_URL is: both Redis clients of the request path answer. */
+  private redisPing: (() => Promise<void>) | undefined;
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
   private shutdownPromise: Promise<void> | undefined;
@@ -194,6 +213,7 @@ export class IngestServer {
       duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT ?? SERVER_DUCKDB_MEMORY,
       // No synchronous wait on the request path: a locked file fails fast and the quota reconciler retries.
       sqliteBusyTimeoutMs: 0,
+      postgresTimeouts: postgresTimeouts(c),
       logger: this.logger,
       retentionOf: (orgId: string) => this.retention?.retentionOf(orgId),
     };
@@ -239,6 +259,9 @@ export class IngestServer {
       const quota = new RedisQuotaCounter(c.REDIS_URL, keyStore, { keyPrefix: c.REDIS_KEY_PREFIX, onRedisError });
       this.limiter = limiter;
       this.quota = this.reconciling(quota);
+      this.redisPing = async () => {
+        await Promise.all([limiter.ping(), quota.ping()]);
+      };
       // Connect before listening, so the first requests are not refused while the client connects.
       await Promise.all([limiter.ready(5000), quota.ready(5000)]).catch((e: unknown) =>
         this.logger.warn({ err: e }, 'redis is not reachable yet; requests get 503 until it is'),
@@ -251,7 +274,8 @@ export class IngestServer {
     const pricing = this.parts.pricing ?? (await createPricing(keyStore, { catalogFile: c.PRICE_CATALOG_FILE }));
     fastValidator();
 
-    const budgets = await openBudgets({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL, secrets: secretBoxFor(c) });
+    // The same bounds as the control store's own connection: none of the server's connections waits on the event loop.
+    const budgets = await openBudgets({ ...controlDriverOptions(c), secrets: secretBoxFor(c) });
     this.budgets = budgets;
     await budgets.start();
     // Secrets stored in plain text by an earlier version (or under an older key) are sealed now.
@@ -279,6 +303,27 @@ export class IngestServer {
     this.diskReporter.start();
 
     const disk = new DiskSpace(c.dataDir, c.DISK_RESERVE_BYTES);
+    // Ready means batches are being stored, not that a handle answers: the flusher's last insert and flush, the
+    // write log's last write, the store's file and the log's fill all count; each dependency in parallel, bounded.
+    const readiness = new Readiness(
+      {
+        'control store': () => keyStore.ping(),
+        'span store': () => spanStore.ping(),
+        ...(this.redisPing === undefined ? {} : { redis: this.redisPing }),
+        'write log': () => {
+          const problem = this.log?.writeProblem ?? this.flusher?.storeProblem() ?? this.flusher?.flushProblem() ?? disk.problem();
+          if (problem !== undefined) throw new Error(problem);
+          const log = this.log;
+          // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
+          if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
+            throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
+        },
+        // A file handle for the flusher's next segment: with none left every flush fails.
+        'file handles': () => fs.promises.open(c.walDir, 'r').then((h) => h.close()),
+        ...(c.OTLP_GRPC_PORT === undefined ? {} : { 'otlp grpc': async () => this.otlpGrpc?.check() }),
+      },
+      c.READY_CHECK_TIMEOUT_MS,
+    );
     // One set of parts for every ingest transport: the HTTP routes and OTLP/gRPC share slots, limits and the write log.
     const deps: AppDeps = {
       maxBodyBytes: c.INGEST_MAX_BODY_BYTES,
@@ -301,17 +346,7 @@ export class IngestServer {
       trustProxy: c.TRUST_PROXY ?? false,
       // Ready means batches are being stored, not that a handle answers: the flusher's last insert, the
       // write log's last write, the store's file and the log's fill all count.
-      checkReady: async () => {
-        await keyStore.ping();
-        await spanStore.ping();
-        const problem = this.log?.writeProblem ?? this.flusher?.storeProblem() ?? disk.problem();
-        if (problem !== undefined) throw new Error(problem);
-        await this.otlpGrpc?.check();
-        const log = this.log;
-        // Not ready a little before the cap, so a load balancer moves traffic before batches get 503.
-        if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
-          throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
-      },
+      checkReady: () => readiness.check(),
       refusal: () => spanStore.problem?.() ?? disk.problem(),
       textRetentionDays: c.TEXT_RETENTION_DAYS,
       budget: (orgId, customer) => watcher.answer(orgId, customer),
@@ -333,7 +368,7 @@ export class IngestServer {
     this.logger.info({ port: this.metricsPort, host: c.METRICS_HOST, token: c.metricsToken !== undefined }, 'metrics listening at /metrics');
     if (c.CONSOLE_PORT !== undefined) {
       // Its own listener, so nothing new is reachable on the ingest port.
-      const tokens = await openConsoleTokens({ sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL });
+      const tokens = await openConsoleTokens(controlDriverOptions(c));
       this.consoleTokens = tokens;
       await tokens.start();
       const consoleApp = createConsoleApp({

@@ -83,6 +83,8 @@ export const ConfigSchema = z.object({
     .default('1'),
   /** Timeout of one budget alert webhook post (then retried with backoff). */
   WEBHOOK_TIMEOUT_MS: int(10_000, 100),
+  /** How long /readyz waits for each dependency (checked in parallel) before naming it as not answering. */
+  READY_CHECK_TIMEOUT_MS: int(2000, 1),
   HEADERS_TIMEOUT_MS: int(10_000, 1),
   REQUEST_TIMEOUT_MS: int(60_000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -122,6 +124,14 @@ export const ConfigSchema = z.object({
   /** Passwords as they are (any characters, no URL encoding): each replaces the one in its URL. */
   CLICKHOUSE_PASSWORD: z.string().optional(),
   DATABASE_PASSWORD: z.string().optional(),
+  /** PostgreSQL's statement_timeout on the server's connections (0: none). */
+  DATABASE_STATEMENT_TIMEOUT_MS: int(3000, 0),
+  /** PostgreSQL's lock_timeout: a call waiting longer for a table or row lock (a migration, VACUUM FULL) gets 503 (0: none). */
+  DATABASE_LOCK_TIMEOUT_MS: int(1000, 0),
+  /** PostgreSQL's idle_in_transaction_session_timeout (0: none). */
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(10_000, 0),
+  /** How long the server waits for any PostgreSQL answer before dropping the connection: a frozen or partitioned server (0: none). */
+  DATABASE_QUERY_TIMEOUT_MS: int(4000, 0),
   REDIS_URL: optionalUrl,
   /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
   REDIS_KEY_PREFIX: z

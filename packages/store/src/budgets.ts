@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { openControlDriver } from './console-tokens.js';
+import { openControlDriver, type ControlDriverOptions } from './console-tokens.js';
 import { eraseCustomerRows } from './customer-erasure.js';
 import type { ControlDriver } from './control-store.js';
 import type { SecretBox } from './secret-box.js';
@@ -349,6 +349,6 @@ export class Budgets {
 }
 
 /** The budgets in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
-export async function openBudgets(opts: { sqliteFile: string; databaseUrl?: string | undefined; secrets: SecretBox }): Promise<Budgets> {
+export async function openBudgets(opts: ControlDriverOptions & { secrets: SecretBox }): Promise<Budgets> {
   return new Budgets(await openControlDriver(opts), opts.secrets);
 }

@@ -17,7 +17,29 @@ export interface PostgresControlStoreOptions {
   poolSize?: number;
   /** Wins over `?schema=` in the URL; default `public`. */
   schema?: string;
+  /** Bounds on every call (ms; 0: none); see POSTGRES_TIMEOUT_DEFAULTS. */
+  timeouts?: Partial<PostgresTimeouts>;
 }
+
+/**
+ * What bounds one call to PostgreSQL. The server sets the first three on
+ * every session; the query timeout is the client's own, for a server that
+ * does not answer at all (frozen, partitioned), where no server-side
+ * timeout can fire.
+ */
+export interface PostgresTimeouts {
+  /** statement_timeout: a statement running longer is cancelled. */
+  statementMs: number;
+  /** lock_timeout: a statement waiting longer for a lock (a migration's, a VACUUM FULL's, a row lock) is cancelled. */
+  lockMs: number;
+  /** idle_in_transaction_session_timeout: a session left idle inside a transaction is ended, releasing its locks. */
+  idleInTransactionMs: number;
+  /** The client stops waiting for an answer after this long and drops the connection. */
+  queryMs: number;
+}
+
+/** Short enough that a request never waits on PostgreSQL longer than a client's usual timeout. */
+export const POSTGRES_TIMEOUT_DEFAULTS: PostgresTimeouts = { statementMs: 3000, lockMs: 1000, idleInTransactionMs: 10_000, queryMs: 4000 };
 
 /**
  * PostgreSQL under the control store (DATABASE_URL=postgres://...), shared by
@@ -29,9 +51,11 @@ export interface PostgresControlStoreOptions {
  * The parameter is removed from the URL before pg sees it and becomes
  * `-c search_path=<name>` on every pooled connection.
  *
- * When PostgreSQL cannot be reached, calls fail within the connect timeout
- * with ServiceUnavailableError (503 + Retry-After) rather than a 500, because
- * retrying the same request later is the right thing for a client to do.
+ * When PostgreSQL cannot be reached, or does not answer within the timeouts
+ * (`PostgresTimeouts`: a frozen server, a table lock held by a migration),
+ * calls fail with ServiceUnavailableError (503 + Retry-After) rather than a
+ * 500 or a hung request, because retrying the same request later is the
+ * right thing for a client to do.
  */
 export class PostgresControlDriver implements ControlDriver {
   readonly kind = 'postgres';
@@ -47,6 +71,7 @@ export class PostgresControlDriver implements ControlDriver {
     if (!SCHEMA_NAME.test(this.schema)) {
       throw new ConfigError(`DATABASE_URL schema "${this.schema}" must match ${String(SCHEMA_NAME)} (lower-case letters, digits, _)`);
     }
+    const t = { ...POSTGRES_TIMEOUT_DEFAULTS, ...opts.timeouts };
     this.poolConfig = {
       connectionString: parsed.url,
       max: opts.poolSize ?? 10,
@@ -54,6 +79,11 @@ export class PostgresControlDriver implements ControlDriver {
       connectionTimeoutMillis: 3000,
       idleTimeoutMillis: 30_000,
       application_name: 'trace-ingest',
+      // 0 (unset for pg) leaves the server's own setting.
+      statement_timeout: t.statementMs || false,
+      lock_timeout: t.lockMs || undefined,
+      idle_in_transaction_session_timeout: t.idleInTransactionMs || undefined,
+      query_timeout: t.queryMs || undefined,
       options: [parsed.options, `-c search_path=${this.schema}`].filter((o) => o !== '').join(' '),
       // Counts and instants are bigint columns holding safe integers: numbers, for this pool only.
       types: {
@@ -70,7 +100,7 @@ export class PostgresControlDriver implements ControlDriver {
     // without a listener the 'error' event would end the process.
     pool.on('error', () => undefined);
     try {
-      await guard(() => this.migrate(pool));
+      await guard(() => this.migrate());
     } catch (e) {
       await pool.end();
       throw e;
@@ -81,10 +111,14 @@ export class PostgresControlDriver implements ControlDriver {
   /**
    * Replicas may start together: a session advisory lock (per schema) makes
    * one of them migrate while the others wait, then find nothing left to do.
+   * Migrating is not bounded by the request path's timeouts (the wait for
+   * another replica's migration, a DDL on a large table): its own connection.
    */
-  private async migrate(pool: pg.Pool): Promise<void> {
-    const client = await pool.connect();
-    let broken: Error | undefined;
+  private async migrate(): Promise<void> {
+    const { statement_timeout: _s, lock_timeout: _l, query_timeout: _q, max: _m, idleTimeoutMillis: _i, ...clientConfig } = this.poolConfig;
+    const client = new pg.Client(clientConfig);
+    client.on('error', () => undefined);
+    await client.connect();
     try {
       const lockName = `trace-ingest:migrate:${this.schema}`;
       await client.query('SELECT pg_advisory_lock(hashtext($1))', [lockName]);
@@ -94,12 +128,9 @@ export class PostgresControlDriver implements ControlDriver {
       } finally {
         await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lockName]);
       }
-    } catch (e) {
-      broken = e instanceof Error ? e : new Error(String(e));
-      throw e;
     } finally {
-      // A connection that failed mid-migration may still hold the lock: destroy it.
-      client.release(broken);
+      // Ending the session releases the advisory lock whatever happened.
+      await client.end().catch(() => undefined);
     }
   }
 
@@ -141,9 +172,12 @@ export class PostgresControlDriver implements ControlDriver {
           for (const s of statements) out.push((await client.query(this.statement(s.sql, s.params))).rows);
           await client.query('COMMIT');
         } catch (e) {
-          await client.query('ROLLBACK').catch((r: unknown) => {
-            broken = r instanceof Error ? r : new Error(String(r));
-          });
+          // A connection that did not answer is dropped at once: a ROLLBACK on it would wait again.
+          if (isClientTimeout(e)) broken = e as Error;
+          else
+            await client.query('ROLLBACK').catch((r: unknown) => {
+              broken = r instanceof Error ? r : new Error(String(r));
+            });
           throw e;
         }
         return out;
@@ -206,6 +240,21 @@ function pgCode(e: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * Cancelled by one of our own bounds: statement_timeout (57014), lock_timeout (55P03),
+ * idle_in_transaction_session_timeout (25P03), or the client's query timeout.
+ */
+const SLOW_CODES = new Set(['57014', '55P03', '25P03']);
+
+function isClientTimeout(e: unknown): boolean {
+  return e instanceof Error && /Query read timeout/i.test(e.message);
+}
+
+function isSlow(e: unknown): boolean {
+  const code = pgCode(e);
+  return (code !== undefined && SLOW_CODES.has(code)) || isClientTimeout(e);
+}
+
 function isUnavailable(e: unknown): boolean {
   const code = pgCode(e);
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
@@ -222,6 +271,7 @@ async function guard<T>(run: () => Promise<T>): Promise<T> {
   } catch (e) {
     if (isTiError(e)) throw e;
     if (isUnavailable(e)) throw new ServiceUnavailableError('key store (PostgreSQL) is unreachable; retry shortly', 2, e);
+    if (isSlow(e)) throw new ServiceUnavailableError('key store (PostgreSQL) did not answer in time (a lock or a slow server); retry shortly', 2, e);
     throw e;
   }
 }

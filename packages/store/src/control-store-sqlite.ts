@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { SqlControlStore, type ControlDriver, type SqlStatement } from './control-store.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/sqlite', import.meta.url));
@@ -80,7 +81,7 @@ export class SqliteControlDriver implements ControlDriver {
     try {
       return Promise.resolve(this.run(sql, params) as R[]);
     } catch (e) {
-      return Promise.reject(e as Error);
+      return Promise.reject(locked(e));
     }
   }
 
@@ -90,7 +91,7 @@ export class SqliteControlDriver implements ControlDriver {
       if (db === undefined) throw new Error('control store is not started');
       return Promise.resolve(db.transaction(() => statements.map((s) => this.run(s.sql, s.params)))());
     } catch (e) {
-      return Promise.reject(e as Error);
+      return Promise.reject(locked(e));
     }
   }
 
@@ -98,6 +99,18 @@ export class SqliteControlDriver implements ControlDriver {
     const code = (e as { code?: unknown } | null)?.code;
     return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
   }
+}
+
+/**
+ * Another process holds the lock (the CLI writing, a backup): with no busy wait the
+ * call fails at once, and the caller is told to retry (503 + Retry-After) rather than
+ * given a 500.
+ */
+function locked(e: unknown): Error {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')))
+    return new ServiceUnavailableError('control store (SQLite) is locked by another process; retry shortly', 1, e);
+  return e as Error;
 }
 
 /** The embedded control store (the default). */

@@ -111,6 +111,15 @@ export interface AdoptionRecord {
 /** The plan every org gets unless told otherwise; created by the first migration run. */
 export const DEFAULT_PLAN = { name: 'default', monthlySpans: 100_000_000, rateLimitRps: 1000 } as const;
 
+/** One accepted batch's spans, under its fingerprint (see batchFingerprint). */
+export interface UsageBatchCount {
+  id: string;
+  spans: number;
+}
+
+/** How long a counted batch is remembered: a resend later than this is counted again. */
+export const USAGE_BATCH_MEMORY_MS = 3_600_000;
+
 export interface ControlStore {
   readonly kind: 'sqlite' | 'postgres';
   start(): Promise<void>;
@@ -147,6 +156,13 @@ export interface ControlStore {
   getMonthUsage(orgId: string, month: string): Promise<number>;
   /** Adds n spans to the month's usage atomically; returns the new total. */
   addMonthUsage(orgId: string, month: string, n: number): Promise<number>;
+  /**
+   * Adds the spans of each batch not already added (by `id`, within
+   * USAGE_BATCH_MEMORY_MS) to the month's usage, in one transaction: a batch
+   * sent again, to this process or another sharing the store, counts once.
+   * Returns the new total.
+   */
+  addMonthUsageOnce(orgId: string, month: string, batches: readonly UsageBatchCount[], now: number): Promise<number>;
 
   hasKeyHash(sha256Hex: string): Promise<boolean>;
 

@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { AlreadyExistsError, AmbiguousKeyError, UnknownNameError } from './control-store.js';
-import type { ControlStore } from './control-store-types.js';
+import { USAGE_BATCH_MEMORY_MS, type ControlStore } from './control-store-types.js';
 
 /**
  * What every control store does, whatever its dialect: each dialect's test
@@ -190,6 +190,48 @@ export function controlStoreContract(fresh: () => Promise<ControlStore>): void {
     // Unknown org: the foreign key refuses it.
     await expect(Promise.all([store.addMonthUsage('org_missing', '2026-11', 1), store.addMonthUsage('org_missing', '2026-11', 2)])).rejects.toThrow();
     expect(await Promise.all([store.addMonthUsage(org.id, '2026-11', 1), store.addMonthUsage(org.id, '2026-11', 2)])).toContain(3);
+  });
+
+  it('counts each batch fingerprint once, concurrently and across restarts, until it is forgotten', async () => {
+    const store = await fresh();
+    const org = await store.createOrg({ name: 'acme' });
+    const now = Date.UTC(2026, 10, 20);
+    expect(
+      await store.addMonthUsageOnce(
+        org.id,
+        '2026-11',
+        [
+          { id: 'a', spans: 5 },
+          { id: 'b', spans: 2 },
+        ],
+        now,
+      ),
+    ).toBe(7);
+    // Sent again, alone or beside a new batch, at once from several callers: only the new one counts.
+    const again = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        store.addMonthUsageOnce(
+          org.id,
+          '2026-11',
+          [
+            { id: 'a', spans: 5 },
+            { id: 'c', spans: 3 },
+          ],
+          now,
+        ),
+      ),
+    );
+    expect(Math.max(...again)).toBe(10);
+    expect(await store.addMonthUsageOnce(org.id, '2026-11', [], now)).toBe(10);
+    await store.close();
+    await store.start();
+    expect(await store.addMonthUsageOnce(org.id, '2026-11', [{ id: 'b', spans: 2 }], now)).toBe(10);
+    // Another org's batch of the same fingerprint is its own.
+    const other = await store.createOrg({ name: 'other' });
+    expect(await store.addMonthUsageOnce(other.id, '2026-11', [{ id: 'a', spans: 5 }], now)).toBe(5);
+    // Remembered for USAGE_BATCH_MEMORY_MS: a resend later than that counts again.
+    expect(await store.addMonthUsageOnce(org.id, '2026-11', [{ id: 'a', spans: 5 }], now + USAGE_BATCH_MEMORY_MS + 120_000)).toBe(15);
+    expect(await store.addMonthUsageOnce(org.id, '2026-11', [{ id: 'a', spans: 5 }], now + USAGE_BATCH_MEMORY_MS + 120_000)).toBe(15);
   });
 
   it('accepts a supplied key once (headless init)', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { generateApiKey, hashApiKey, isWellFormedKey, keyPrefix, newId } from '@trace-ingest/shared/ids';
 import { DEFAULT_SCOPES, parseCustomers, parseScopes, type KeyScope } from '@trace-ingest/shared/scopes';
@@ -13,8 +14,9 @@ import type {
   PriceOverrideInput,
   PriceOverrideRecord,
   ResolvedKey,
+  UsageBatchCount,
 } from './control-store-types.js';
-import { DEFAULT_PLAN } from './control-store-types.js';
+import { DEFAULT_PLAN, USAGE_BATCH_MEMORY_MS } from './control-store-types.js';
 
 /**
  * The control store: orgs, plans, API keys, monthly usage and price
@@ -153,6 +155,8 @@ export class SqlControlStore implements ControlStore {
   private started = false;
   private starting: Promise<void> | undefined;
   private readonly usageBatches = new Map<string, UsageBatch>();
+  /** When batches older than USAGE_BATCH_MEMORY_MS were last deleted (0: not yet in this process). */
+  private batchesPrunedAt = 0;
 
   constructor(private readonly driver: ControlDriver) {}
 
@@ -424,6 +428,35 @@ export class SqlControlStore implements ControlStore {
     batch.spans += n;
     if (!batch.running) void this.flushUsage(key, batch, orgId, month);
     return total;
+  }
+
+  async addMonthUsageOnce(orgId: string, month: string, batches: readonly UsageBatchCount[], now: number): Promise<number> {
+    for (const b of batches) if (!Number.isSafeInteger(b.spans) || b.spans < 0) throw new UsageError(`usage to add must be an integer >= 0 (got ${b.spans})`);
+    const addId = randomUUID();
+    const statements: SqlStatement[] = [];
+    if (now - this.batchesPrunedAt >= 60_000) {
+      this.batchesPrunedAt = now;
+      statements.push({ sql: 'DELETE FROM usage_batches WHERE created_at < ?', params: [now - USAGE_BATCH_MEMORY_MS] });
+    }
+    // Within the bound parameters of one statement in either dialect.
+    for (let i = 0; i < batches.length; i += 500) {
+      const part = batches.slice(i, i + 500);
+      statements.push({
+        sql: `INSERT INTO usage_batches (org_id, batch_id, spans, add_id, created_at) VALUES ${part.map(() => '(?, ?, ?, ?, ?)').join(', ')}
+              ON CONFLICT (org_id, batch_id) DO NOTHING`,
+        params: part.flatMap((b) => [orgId, b.id, b.spans, addId, now]),
+      });
+    }
+    // Only the batches this add inserted count; `WHERE true` lets SQLite read the upsert after a SELECT.
+    statements.push({
+      sql: `INSERT INTO usage_months AS u (org_id, month, spans)
+            SELECT ?, ?, COALESCE(SUM(spans), 0) FROM usage_batches WHERE add_id = ? AND true
+            ON CONFLICT (org_id, month) DO UPDATE SET spans = u.spans + excluded.spans RETURNING spans`,
+      params: [orgId, month, addId],
+    });
+    const results = await this.driver.transaction(statements);
+    const [row] = results.at(-1) as { spans: number }[];
+    return row?.spans ?? 0;
   }
 
   private async flushUsage(key: string, batch: UsageBatch, orgId: string, month: string): Promise<void> {

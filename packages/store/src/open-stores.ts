@@ -3,6 +3,7 @@ import type { ClickHouseLogger } from './clickhouse.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { SqliteControlStore } from './control-store-sqlite.js';
 import type { ControlStore } from './control-store-types.js';
+import type { PostgresTimeouts } from './control-store-postgres.js';
 import type { SpanStore } from './span-store.js';
 
 /** Which stores a process uses, picked by configuration. */
@@ -15,6 +16,8 @@ export interface StoreOptions {
   requestTimeoutMs?: number;
   duckdbThreads?: number | undefined;
   duckdbMemoryLimit?: string | undefined;
+  /** Bounds on every PostgreSQL call (DATABASE_*_TIMEOUT_MS). */
+  postgresTimeouts?: Partial<PostgresTimeouts> | undefined;
   /** SQLite's wait for another process's write lock (see SqliteControlOptions); the server passes 0. */
   sqliteBusyTimeoutMs?: number | undefined;
   /** Where a store reports what it did on its own, such as migrations applied at start. */
@@ -28,7 +31,7 @@ export interface StoreOptions {
 export async function createControlStore(opts: StoreOptions): Promise<ControlStore> {
   if (opts.databaseUrl !== undefined) {
     const { PostgresControlStore } = await import('./control-store-postgres.js');
-    return new PostgresControlStore(opts.databaseUrl);
+    return new PostgresControlStore(opts.databaseUrl, opts.postgresTimeouts === undefined ? {} : { timeouts: opts.postgresTimeouts });
   }
   return new SqliteControlStore(opts.sqliteFile, { busyTimeoutMs: opts.sqliteBusyTimeoutMs });
 }

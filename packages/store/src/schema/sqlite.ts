@@ -57,6 +57,23 @@ export const usageMonths = sqliteTable(
   (t) => [primaryKey({ columns: [t.orgId, t.month] })],
 );
 
+/**
+ * Batches already added to usage_months, by fingerprint, for a while after
+ * (see addMonthUsageOnce): a batch sent again (a client's retry, to this or
+ * another replica) is not counted twice. `addId` marks the rows of one add.
+ */
+export const usageBatches = sqliteTable(
+  'usage_batches',
+  {
+    orgId: text('org_id').notNull(),
+    batchId: text('batch_id').notNull(),
+    spans: integer('spans').notNull(),
+    addId: text('add_id').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.orgId, t.batchId] }), index('usage_batches_add_idx').on(t.addId), index('usage_batches_created_idx').on(t.createdAt)],
+);
+
 /** Money is kept as decimal text: SQLite has no exact decimal type. */
 export const priceOverrides = sqliteTable(
   'price_overrides',
