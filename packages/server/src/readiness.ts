@@ -1,3 +1,5 @@
+import fs from 'node:fs/promises';
+
 /**
  * What /readyz checks: each dependency the request path needs, all at once,
  * each bounded by the same timeout, so a frozen database answers "not ready,
@@ -62,4 +64,37 @@ export class Readiness {
       clearTimeout(t);
     }
   }
+}
+
+/** Below this many free file handles the server is not ready: every flush, segment and connection needs one. */
+export const FILE_HANDLE_RESERVE = 16;
+
+/**
+ * File handles left to the process under its soft limit (Linux: /proc/self), or
+ * undefined where that cannot be read; opening the directory itself fails with
+ * EMFILE when none is left.
+ */
+export async function fileHandlesLeft(): Promise<number | undefined> {
+  let limits: string;
+  try {
+    limits = await fs.readFile('/proc/self/limits', 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EMFILE' || (e as NodeJS.ErrnoException).code === 'ENFILE') throw e;
+    return undefined;
+  }
+  const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
+  if (soft === undefined || soft === 'unlimited') return undefined;
+  const limit = Number(soft);
+  // Descriptors at or above the limit (inherited) do not take a place below it.
+  const inUse = (await fs.readdir('/proc/self/fd')).map(Number).filter((fd) => fd < limit).length;
+  return limit - inUse;
+}
+
+/** The /readyz check of file handles: throws when fewer than FILE_HANDLE_RESERVE are left. */
+export async function checkFileHandles(probeDir: string): Promise<void> {
+  const left = await fileHandlesLeft();
+  if (left !== undefined && left < FILE_HANDLE_RESERVE)
+    throw new Error(`only ${left} file handles left under the process's limit (ulimit -n): flushes and new connections fail with EMFILE`);
+  // Elsewhere: a handle can still be opened.
+  if (left === undefined) await (await fs.open(probeDir, 'r')).close();
 }

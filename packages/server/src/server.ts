@@ -40,7 +40,7 @@ import { WriteLog } from './write-log.js';
 import { DiskSpace } from './disk-space.js';
 import { DiskReporter } from './disk-report.js';
 import { RetentionJob } from './retention.js';
-import { Readiness } from './readiness.js';
+import { Readiness, checkFileHandles } from './readiness.js';
 
 export interface ServerParts {
   keyStore?: ControlStore;
@@ -318,8 +318,8 @@ export class IngestServer {
           if (log !== undefined && log.bytes >= log.maxBytes * 0.9)
             throw new Error(`write log is ${Math.round((100 * log.bytes) / log.maxBytes)}% full while the span store catches up`);
         },
-        // A file handle for the flusher's next segment: with none left every flush fails.
-        'file handles': () => fs.promises.open(c.walDir, 'r').then((h) => h.close()),
+        // Handles for the flusher's next segments and new connections: with none left every flush fails.
+        'file handles': () => checkFileHandles(c.walDir),
         ...(c.OTLP_GRPC_PORT === undefined ? {} : { 'otlp grpc': async () => this.otlpGrpc?.check() }),
       },
       c.READY_CHECK_TIMEOUT_MS,
