@@ -55,6 +55,8 @@ interface Owed {
   at: number;
   /** Spans by batch fingerprint. */
   batches: Map<string, number>;
+  /** Their sum, kept as they come and go: the quota check reads it on every request. */
+  spans: number;
 }
 
 /** As the pending file holds an org's month (older files: `spans` without batches). */
@@ -136,7 +138,7 @@ export class ReconcilingQuota implements QuotaCounter {
   /** Spans of the org's month that are accepted but not yet in the store. */
   owedSpans(orgId: string, month: string): number {
     let n = 0;
-    for (const o of this.owed) if (o.orgId === orgId && o.month === month) for (const spans of o.batches.values()) n += spans;
+    for (const o of this.owed) if (o.orgId === orgId && o.month === month) n += o.spans;
     return n;
   }
 
@@ -163,20 +165,21 @@ export class ReconcilingQuota implements QuotaCounter {
   private owe(orgId: string, month: string, at: number, id: string, spans: number): void {
     let o = this.owed.find((x) => x.orgId === orgId && x.month === month);
     if (o === undefined) {
-      o = { orgId, month, at, batches: new Map() };
+      o = { orgId, month, at, batches: new Map(), spans: 0 };
       this.owed.push(o);
     }
     // A batch already owed (resent before its first count reached the store) is owed once.
     if (o.batches.has(id)) return;
     if (this.owedBatches >= MAX_OWED_BATCHES) id = `owed:${randomUUID()}`;
     o.batches.set(id, spans);
+    o.spans += spans;
     this.owedBatches++;
     this.opts.metrics.quotaOwedSpans.set(this.owedTotal());
   }
 
   private owedTotal(): number {
     let n = 0;
-    for (const o of this.owed) for (const spans of o.batches.values()) n += spans;
+    for (const o of this.owed) n += o.spans;
     return n;
   }
 
@@ -203,7 +206,11 @@ export class ReconcilingQuota implements QuotaCounter {
   private async settle(): Promise<boolean> {
     while (this.owed.length > 0) {
       const o = this.owed[0]!;
-      const sent = [...o.batches].slice(0, MAX_BATCHES_PER_ADD).map(([id, spans]) => ({ id, spans }));
+      const sent: UsageBatchCount[] = [];
+      for (const [id, spans] of o.batches) {
+        if (sent.length === MAX_BATCHES_PER_ADD) break;
+        sent.push({ id, spans });
+      }
       try {
         await this.inner.add(o.orgId, sent, o.at);
       } catch (e) {
@@ -217,7 +224,10 @@ export class ReconcilingQuota implements QuotaCounter {
         return false;
       }
       // Batches owed to the same org and month while the add ran stay owed.
-      for (const b of sent) o.batches.delete(b.id);
+      for (const b of sent) {
+        o.batches.delete(b.id);
+        o.spans -= b.spans;
+      }
       this.owedBatches -= sent.length;
       if (o.batches.size === 0) this.owed.splice(this.owed.indexOf(o), 1);
       this.opts.metrics.quotaOwedSpans.set(this.owedTotal());
