@@ -6,9 +6,11 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { utcMonth } from '@trace-ingest/shared/ids';
+import { TraceIngest } from '@trace-ingest/sdk';
 import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServerForTest, type ChildServer } from './support/child-server.js';
+import { startTestServer } from './support/ingest-server.js';
 import { timedIngest } from './support/timed.js';
 
 const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -112,4 +114,43 @@ describe('a batch in the write log is answered, and charged once', () => {
     used = await keys.getMonthUsage(org.id, month);
     expect(used).toBe(1 + 25 * 2);
   }, 90_000);
+});
+
+describe("the SDK's retry of a batch whose answer was lost", () => {
+  it('is charged once', async () => {
+    const t = await startTestServer();
+    onTestFinished(() => t.close());
+    const { key, orgId } = await t.newKey();
+    // The first request reaches the server and is answered 202, but the answer never reaches the client
+    // (a timeout, a reset connection): the SDK sends the same batch again.
+    let lost = 0;
+    const fetchLosingFirstAnswer: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (lost++ === 0) throw new TypeError('fetch failed', { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+      return res;
+    };
+    const c = new TraceIngest({
+      baseUrl: t.url,
+      apiKey: key,
+      fetch: fetchLosingFirstAnswer,
+      flushOnExit: false,
+      retry: { initialDelayMs: 10, maxDelayMs: 50 },
+    });
+    const trace = c.startTrace({ name: 'lost-answer' });
+    const root = trace.startSpan({ name: 'root', type: 'agent' });
+    root.startSpan({ name: 'child', provider: 'openai', model: 'gpt-4o' }).end();
+    root.end();
+    expect(await c.flush(10_000)).toBe(true);
+    expect(c.getStats()).toMatchObject({ sent: 2, retried: 1, failed: 0 });
+
+    const month = utcMonth(Date.now());
+    let used = 0;
+    for (let i = 0; i < 50 && used < 2; i++) {
+      used = await t.keys.getMonthUsage(orgId, month);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await t.keys.getMonthUsage(orgId, month)).toBe(2);
+    expect(await t.spans('SELECT count(*)::INT AS n FROM spans')).toEqual([{ n: 2 }]);
+  });
 });

@@ -105,7 +105,7 @@ export function httpCaller(req: Request, res: Response): Caller {
 /** After the write log holds a batch: wake the flusher, count it against the quota, record the metrics. */
 export async function accepted(deps: IngestDeps, key: ResolvedKey, batch: EncodedBatch, now: number, started: number, status: string): Promise<void> {
   deps.flusher.notify();
-  // The batch will be stored: from here on the answer is a success, which does not wait for the count (owed, then added).
+  // The batch will be stored: from here on the answer is a success, which waits for the count only briefly (owed, then added).
   await deps.quota.add(key.orgId, [{ id: batch.fingerprint, spans: batch.rows }], now);
 
   deps.metrics.spansAccepted.inc(batch.rows);

@@ -46,6 +46,8 @@ export interface ReconcilingQuotaOptions {
   /** Backoff bounds between attempts while the store fails; jitter is applied on top. */
   minBackoffMs?: number;
   maxBackoffMs?: number;
+  /** How long `add` waits for its batch to be counted before it returns anyway, the count owed (default 100 ms; 0: never waits). */
+  countWaitMs?: number;
 }
 
 interface Owed {
@@ -75,11 +77,15 @@ const MAX_OWED_BATCHES = 200_000;
 
 /**
  * Once a batch is in the write log it will be stored, so its answer is 202
- * whatever happens to the quota count, and the answer never waits for the
- * count: `add` owes the batch at once (counted by `check` from then on) and
- * returns; the owed batches are added in the background, everything that
- * came in meanwhile in one transaction, one add at a time, retried with
- * backoff while the store fails (a lock, a timeout, an outage). Owed counts
+ * whatever happens to the quota count, and the answer never waits long for
+ * the count: `add` owes the batch at once (counted by `check` from then on);
+ * the owed batches are added in the background, everything that came in
+ * meanwhile in one transaction, one add at a time, retried with backoff
+ * while the store fails (a lock, a timeout, an outage). `add` returns once
+ * its batch is counted or after `countWaitMs`, whichever is first: when the
+ * store answers in time, other replicas see the count before the client
+ * sends its next batch (the shared quota stays exact), and when it does not,
+ * the answer goes anyway. Owed counts
  * still open at shutdown go to `pendingFile` and are added on the next
  * start.
  *
@@ -101,6 +107,9 @@ export class ReconcilingQuota implements QuotaCounter {
   private closed = false;
   private readonly minBackoff: number;
   private readonly maxBackoff: number;
+  private readonly countWaitMs: number;
+  /** Callers of `add` waiting for a batch (org, month, fingerprint) to be counted. */
+  private readonly waiters = new Map<string, Set<() => void>>();
 
   constructor(
     private readonly inner: QuotaCounter,
@@ -108,6 +117,7 @@ export class ReconcilingQuota implements QuotaCounter {
   ) {
     this.minBackoff = opts.minBackoffMs ?? 100;
     this.maxBackoff = opts.maxBackoffMs ?? 30_000;
+    this.countWaitMs = opts.countWaitMs ?? 100;
   }
 
   /** Takes over what the previous run still owed the store. */
@@ -155,11 +165,43 @@ export class ReconcilingQuota implements QuotaCounter {
     }
   }
 
-  /** Never throws and never waits for the store: the batches are owed until the background add takes them. */
-  add(orgId: string, batches: readonly UsageBatchCount[], now: number): Promise<void> {
-    for (const b of batches) this.owe(orgId, utcMonth(now), now, b.id, b.spans);
+  /** Never throws; waits at most `countWaitMs` for the store: the batches are owed until the background add takes them. */
+  async add(orgId: string, batches: readonly UsageBatchCount[], now: number): Promise<void> {
+    const month = utcMonth(now);
+    for (const b of batches) this.owe(orgId, month, now, b.id, b.spans);
     this.schedule(0);
-    return Promise.resolve();
+    if (this.countWaitMs === 0 || this.closed) return;
+    const mine: [string, () => void][] = [];
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(
+        batches.map(
+          (b) =>
+            new Promise<void>((resolve) => {
+              const key = waiterKey(orgId, month, b.id);
+              let set = this.waiters.get(key);
+              if (set === undefined) this.waiters.set(key, (set = new Set()));
+              set.add(resolve);
+              mine.push([key, resolve]);
+            }),
+        ),
+      ),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.countWaitMs))),
+    ]);
+    clearTimeout(timer);
+    for (const [key, resolve] of mine) {
+      const set = this.waiters.get(key);
+      set?.delete(resolve);
+      if (set?.size === 0) this.waiters.delete(key);
+    }
+  }
+
+  private counted(orgId: string, month: string, id: string): void {
+    const key = waiterKey(orgId, month, id);
+    const set = this.waiters.get(key);
+    if (set === undefined) return;
+    this.waiters.delete(key);
+    for (const resolve of set) resolve();
   }
 
   private owe(orgId: string, month: string, at: number, id: string, spans: number): void {
@@ -227,6 +269,7 @@ export class ReconcilingQuota implements QuotaCounter {
       for (const b of sent) {
         o.batches.delete(b.id);
         o.spans -= b.spans;
+        this.counted(o.orgId, o.month, b.id);
       }
       this.owedBatches -= sent.length;
       if (o.batches.size === 0) this.owed.splice(this.owed.indexOf(o), 1);
@@ -245,6 +288,8 @@ export class ReconcilingQuota implements QuotaCounter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const set of this.waiters.values()) for (const resolve of set) resolve();
+    this.waiters.clear();
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.running;
@@ -260,4 +305,8 @@ export class ReconcilingQuota implements QuotaCounter {
     }
     await this.inner.close();
   }
+}
+
+function waiterKey(orgId: string, month: string, id: string): string {
+  return `${orgId}\u0000${month}\u0000${id}`;
 }

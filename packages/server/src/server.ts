@@ -467,7 +467,12 @@ export class IngestServer {
 
   /** Once a batch is in the write log its answer is 202: a failing quota store is caught up later. */
   private reconciling(quota: QuotaCounter): ReconcilingQuota {
-    return new ReconcilingQuota(quota, { pendingFile: path.join(this.config.dataDir, 'quota-owed.json'), logger: this.logger, metrics: this.metrics });
+    return new ReconcilingQuota(quota, {
+      pendingFile: path.join(this.config.dataDir, 'quota-owed.json'),
+      logger: this.logger,
+      metrics: this.metrics,
+      countWaitMs: this.config.QUOTA_COUNT_WAIT_MS,
+    });
   }
 
   /**

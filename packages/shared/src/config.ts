@@ -132,6 +132,8 @@ export const ConfigSchema = z.object({
   DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(10_000, 0),
   /** How long the server waits for any PostgreSQL answer before dropping the connection: a frozen or partitioned server (0: none). */
   DATABASE_QUERY_TIMEOUT_MS: int(4000, 0),
+  /** How long an accepted batch's answer waits for its quota count; past it the answer goes and the count follows (0: never waits). */
+  QUOTA_COUNT_WAIT_MS: int(100, 0),
   REDIS_URL: optionalUrl,
   /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
   REDIS_KEY_PREFIX: z
