@@ -39,6 +39,12 @@ export function createContext(config: Config, defaults: ContextDefaults = {}): C
     duckdbFile: config.duckdbFile,
     databaseUrl: config.DATABASE_URL,
     clickhouseUrl: config.CLICKHOUSE_URL,
+    postgresTimeouts: {
+      statementMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      lockMs: config.DATABASE_LOCK_TIMEOUT_MS,
+      idleInTransactionMs: config.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+      queryMs: config.DATABASE_QUERY_TIMEOUT_MS,
+    },
     // A command reads rollups or streams: it needs little of DuckDB's cache, and must not take 80% of RAM beside a server.
     duckdbMemoryLimit: config.DUCKDB_MEMORY_LIMIT ?? defaults.duckdbMemoryLimit ?? CLI_DUCKDB_MEMORY,
   };
