@@ -26,7 +26,7 @@ export class NotReadyError extends Error {
 }
 
 export class Readiness {
-  private readonly running = new Map<string, Promise<void>>();
+  private readonly running = new Map<string, { run: Promise<void>; startedAt: number }>();
 
   constructor(
     private readonly checks: Readonly<Record<string, ReadyCheck>>,
@@ -43,11 +43,18 @@ export class Readiness {
   }
 
   private async one(name: string): Promise<string> {
-    let run = this.running.get(name);
-    if (run === undefined) {
-      run = (async () => this.checks[name]!())().finally(() => this.running.delete(name));
-      this.running.set(name, run);
+    const now = performance.now();
+    let entry = this.running.get(name);
+    // A check that never settles (a call without a bound of its own) is not joined for ever: a later probe tries anew.
+    if (entry === undefined || now - entry.startedAt > this.timeoutMs * 5) {
+      const started = { run: Promise.resolve(), startedAt: now };
+      started.run = (async () => this.checks[name]!())().finally(() => {
+        if (this.running.get(name) === started) this.running.delete(name);
+      });
+      this.running.set(name, started);
+      entry = started;
     }
+    const run = entry.run;
     let t: NodeJS.Timeout | undefined;
     const late = new Promise<string>((resolve) => {
       t = setTimeout(() => resolve(`did not answer within ${this.timeoutMs} ms`), this.timeoutMs);
