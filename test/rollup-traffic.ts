@@ -117,7 +117,14 @@ const GROUPINGS: (readonly [GroupBy, GroupBy?])[] = [
 /** How many rankings cut between equal costs expectRollupsEqualScan compared (a test asserts it found some). */
 export const tieCuts = { checked: 0 };
 
+/** Waits for a store that derives its rollups in the background (ClickHouse) to have derived every stored span. */
+export async function derived(store: SpanStore): Promise<void> {
+  const settle = (store as { settle?: () => Promise<void> }).settle;
+  if (settle !== undefined) await settle.call(store);
+}
+
 export async function expectRollupsEqualScan(store: SpanStore): Promise<void> {
+  await derived(store);
   const scan = scanning(store);
   const ranges = [
     { from: Date.parse('2026-10-01T00:00:00Z'), to: Date.parse('2026-10-10T00:00:00Z') },
@@ -215,6 +222,7 @@ export async function expectListsRankAsScan(
   const batches = traffic(5);
   for (const [i, b] of batches.entries()) {
     await store().insertLines(buf(b.rows), b.rows.length);
+    await derived(store());
     await expectSameRanking(`batch ${i}`);
   }
   // The lists hold each day's first three traces and the traces of more than one day, not every trace.
@@ -235,10 +243,13 @@ export async function expectListsRankAsScan(
     output_cost: '25',
   };
   await store().insertLines(buf([lateRow]), 1);
+  await derived(store());
   expect((await usageReport(store(), { orgId: 'org_a', ...ranges[0]!, by: 'trace', limit: 1 }))[0]?.group).toBe(cheapest.group);
   await expectSameRanking('late span');
   await store().erase('org_a', { kind: 'customer', id: 'cust-2' }, false);
+  await derived(store());
   await expectSameRanking('erasure');
   await store().expire({ orgId: 'org_a', rowsBefore: day('06') }, 1_000_000);
+  await derived(store());
   await expectSameRanking('retention');
 }

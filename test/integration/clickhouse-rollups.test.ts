@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ClickHouseSpanStore, type ClickHouseSpanStoreOptions } from '@trace-ingest/store/clickhouse';
 import { countGroups, groupLabels, RefreshScope, reprice, usageReport } from '@trace-ingest/store/reports';
 import type { SpanRow } from '@trace-ingest/shared/rows';
-import { buf, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../rollup-traffic.js';
+import { buf, derived, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../rollup-traffic.js';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
 
 /**
@@ -57,17 +57,19 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       expect(moved.rowsChanged).toBeGreaterThan(0);
       await expectRollupsEqualScan(store);
       // Background merges fold the rows (and the weighted copies): the figures stay.
-      for (const t of ['spans', 'usage_daily', 'traces']) await command(`OPTIMIZE TABLE ${t} FINAL`);
+      for (const t of ['spans', 'usage_daily_d', 'traces_d']) await command(`OPTIMIZE TABLE ${t} FINAL`);
       await expectRollupsEqualScan(store);
     } finally {
       await store.close();
     }
-  }, 120_000);
+    // Each check waits for the derivation of the days just written.
+  }, 300_000);
 
   it("puts every span of a trace under its root's customer and session, whichever request brought them first", async () => {
     const store = await freshStore();
     try {
       for (const b of traffic(11)) await store.insertLines(buf(b.rows), b.rows.length);
+      await derived(store);
       const rows = await store.query(
         'SELECT trace_id, uniqExact(customer_id) AS customers, uniqExact(session_id) AS sessions FROM spans FINAL GROUP BY trace_id',
       );
@@ -121,6 +123,7 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
     const store = await freshStore({ topListsPerDay: 3 });
     try {
       for (const b of traffic(5)) await store.insertLines(buf(b.rows), b.rows.length);
+      await derived(store);
       const [d] = await store.query("SELECT uniqExact(start_date) AS n FROM spans WHERE org_id = 'org_a'");
       const days = Number(d?.n);
       // Every day of the traffic, and none within the labels' week on either side.
@@ -167,6 +170,7 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       const rows = [row('late', 'a', at('05', 23), '1')];
       for (const [i, day] of ['05', '06'].entries()) for (let k = 0; k < 4; k++) rows.push(row(`one-${day}-${k}`, 'x', at(day, 10), String(10 + i * 4 + k)));
       await store.insertLines(buf(rows), rows.length);
+      await derived(store);
       const f = { orgId: 'org_a', from: at('05', 0), to: at('07', 0), by: 'trace' as const, limit: 3 };
       const settle = () => new Promise((r) => setTimeout(r, 1100));
       await settle();
@@ -176,6 +180,7 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       await settle();
       // The trace's costly span on the next day: only that day changed.
       await store.insertLines(buf([row('late', 'b', at('06', 1), '100')]), 1);
+      await derived(store);
       expect(await store.topLists.staleDays('trace', 'org_a', '2026-10-05', '2026-10-07')).toEqual(['2026-10-06']);
       // Its build finds the trace of two days, and the first day's list is built again to hold it.
       const ranked = await usageReport(store, f);

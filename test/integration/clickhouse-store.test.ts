@@ -108,6 +108,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
             '0005_customers_models_daily',
             '0006_top_lists',
             '0007_billing_dimensions',
+            '0008_derived_tables',
           ],
         }) as unknown,
         msg: 'ClickHouse migrations applied',
@@ -136,6 +137,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       { version: '0005_customers_models_daily', n: 1 },
       { version: '0006_top_lists', n: 1 },
       { version: '0007_billing_dimensions', n: 1 },
+      { version: '0008_derived_tables', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
     // Beside the rows' columns: the derived metadata pairs, the rollups' weight (0002_rollups) and the retention written for TTLs (0004).
@@ -149,7 +151,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(7);
+      expect(r?.v).toBe(8);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });
@@ -174,6 +176,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
         '0005_customers_models_daily',
         '0006_top_lists',
         '0007_billing_dimensions',
+        '0008_derived_tables',
       ]);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {

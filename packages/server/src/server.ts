@@ -216,6 +216,7 @@ export class IngestServer {
       postgresTimeouts: postgresTimeouts(c),
       logger: this.logger,
       retentionOf: (orgId: string) => this.retention?.retentionOf(orgId),
+      background: true,
     };
     const keyStore = this.parts.keyStore ?? (await createControlStore(storeOpts));
     this.keyStore = keyStore;

@@ -55,8 +55,9 @@ function dayRowsSql(list: TopList, org: string, where: string, prewhere?: string
   const values = [...MEASURES.map((m) => `${agg(list, 'sum', m.name)} AS ${m.name}`), ...list.extras.map((e) => `${agg(list, 'min', e)} AS ${e}`)];
   // HAVING on the alias: ClickHouse reads `spans` there as the aggregate named so.
   const keys = `start_date, ${list.group}`;
-  const pre = prewhere === undefined ? '' : ` PREWHERE ${prewhere}`;
-  return `SELECT ${keys}, ${values.join(', ')} FROM ${list.source}${pre} WHERE org_id = ${org} AND ${where} GROUP BY ${keys} HAVING spans <> 0`;
+  // A filter, not PREWHERE: the source is a view over the derived rows.
+  const pre = prewhere === undefined ? '' : ` AND ${prewhere}`;
+  return `SELECT ${keys}, ${values.join(', ')} FROM ${list.source} WHERE org_id = ${org} AND ${where}${pre} GROUP BY ${keys} HAVING spans <> 0`;
 }
 
 /** The (day, group) keys of the org's source rows meeting `where` that have spans. */
@@ -99,10 +100,9 @@ export function buildTopListSql(
   const built = `SELECT ${g} FROM ${list.table} WHERE org_id = ${org} AND ${inDays} AND build = ${build} AND multi = 1`;
   // The groups of these days that have rows on another day nearby, found on their keys alone: a group whose
   // rows there were erased (its spans sum to 0) is found too, and only keeps its own row in the list.
-  // PREWHERE reads the group column of the days around first; merging the keys' states was most of a day's build.
   const ofDays = `SELECT ${g} FROM ${list.source} WHERE org_id = ${org} AND ${inDays}`;
   const multi =
-    `SELECT ${g} FROM ${list.source} PREWHERE ${g} IN (${ofDays}) WHERE org_id = ${org} AND ${around('start_date')}` +
+    `SELECT ${g} FROM ${list.source} WHERE ${g} IN (${ofDays}) AND org_id = ${org} AND ${around('start_date')}` +
     (days.length > 1 ? ` UNION ALL ${ofDays} GROUP BY ${g} HAVING uniqExact(start_date) > 1` : '');
   const columns = ['org_id', 'start_date', 'build', g, 'multi', ...VALUE_COLUMNS(list)].join(', ');
   const values = VALUE_COLUMNS(list).join(', ');

@@ -4,7 +4,6 @@ import { clickHouseErrorCode, DATABASE_EXISTS, INCORRECT_DATA, READONLY, REJECTE
 import { unquoteCosts } from './clickhouse-lines.js';
 import { applyClickHouseMigrations, rows, type ClickHouseLogger } from './clickhouse-migrations.js';
 import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
-import { reportDialect, storedColumns, storedToRow } from './reports.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
 import { applyRetentionTtl } from './clickhouse-retention.js';
 import { ClickHouseTopLists } from './clickhouse-top-lists.js';
@@ -20,7 +19,8 @@ import {
   type RetentionResult,
 } from '@trace-ingest/shared/lifecycle';
 import type { SpanRow } from '@trace-ingest/shared/rows';
-import { inChunks, replacement, resolvedFields, spanKey, spansToMove, storedSpans, unstoredRows, weighted, withFields } from './clickhouse-rollups.js';
+import { inChunks, spanKey, storedSpans, weighted } from './clickhouse-rollups.js';
+import { ClickHouseDeriver, DERIVED_TABLES, derivedTable, InProcessLease, type Lease } from './clickhouse-derive.js';
 import {
   chunksOf,
   type CostChange,
@@ -53,10 +53,13 @@ export interface ClickHouseSpanStoreOptions {
   topListsPerDay?: number | undefined;
   /** Seconds after a day's last write at which its top list, built, is current (default CHANGE_MARGIN_SECONDS). */
   topListsMarginSeconds?: number | undefined;
+  /** Derive in the background (the server): passes every `intervalMs` while `lease` is held. */
+  derive?: { lease?: Lease | undefined; intervalMs?: number | undefined } | undefined;
 }
 
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
-const STORED_COLUMNS = storedColumns(reportDialect('clickhouse'));
+/** Pause between two derivation passes of the server. */
+export const DERIVE_INTERVAL_MS = 500;
 
 interface Endpoint {
   url: string;
@@ -76,6 +79,14 @@ function identified(r: SpanRow): boolean {
     Number.isSafeInteger(r.received_at)
   );
 }
+
+/** The org of a canonical line (its first field), without parsing the rest. */
+function orgOfLine(line: string): string | undefined {
+  if (!line.startsWith(ORG_PREFIX)) return undefined;
+  const end = line.indexOf('"', ORG_PREFIX.length);
+  return end < 0 ? undefined : line.slice(ORG_PREFIX.length, end);
+}
+const ORG_PREFIX = '{"org_id":"';
 
 function rawLines(lines: Lines): string[] {
   return chunksOf(lines).flatMap((c) =>
@@ -128,6 +139,9 @@ export class ClickHouseSpanStore implements SpanStore {
   /** The text cut day each org's texts were last emptied up to (in memory: after a restart, the first pass looks at every day). */
   private readonly textMarks = new Map<string, string>();
   readonly topLists: ClickHouseTopLists;
+  readonly deriver: ClickHouseDeriver;
+  private timer: NodeJS.Timeout | undefined;
+  private background: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: ClickHouseSpanStoreOptions) {
     this.endpoint = parseUrl(opts.url);
@@ -140,6 +154,10 @@ export class ClickHouseSpanStore implements SpanStore {
       },
       opts.topListsPerDay,
       opts.topListsMarginSeconds,
+    );
+    this.deriver = new ClickHouseDeriver(
+      { query: (sql) => this.query(sql), command: async (sql) => void (await this.c().command({ query: sql })) },
+      opts.derive?.lease ?? new InProcessLease(),
     );
   }
 
@@ -184,9 +202,35 @@ export class ClickHouseSpanStore implements SpanStore {
       throw e;
     }
     this.client = client;
+    if (this.opts.derive !== undefined) this.schedule(this.opts.derive.intervalMs ?? DERIVE_INTERVAL_MS);
+  }
+
+  private schedule(ms: number): void {
+    this.timer = setTimeout(() => {
+      this.background = this.deriver
+        .pass()
+        .catch((e: unknown) => this.opts.logger?.warn({ err: errorText(e) }, 'ClickHouse derivation pass failed; the next pass retries'))
+        .finally(() => {
+          if (this.client !== undefined) this.schedule(ms);
+        });
+    }, ms);
+    this.timer.unref();
+  }
+
+  /** Derives every changed day now (a test's or a tool's wait for the derived tables; needs the lease). */
+  settle(): Promise<void> {
+    return this.deriver.settle();
+  }
+
+  /** The (org, day)s whose derived rows do not yet reflect every stored span (a read). */
+  pendingDerivation(orgId?: string): Promise<{ org: string; day: string }[]> {
+    return this.deriver.pending(orgId);
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.timer);
+    await this.background;
+    await this.opts.derive?.lease?.close();
     const c = this.client;
     this.client = undefined;
     await c?.close();
@@ -203,44 +247,40 @@ export class ClickHouseSpanStore implements SpanStore {
   }
 
   /**
-   * Stores the spans not stored yet, with their traces' fields resolved, and
-   * moves stored spans of those traces whose fields changed (see
-   * clickhouse-rollups.ts): one insert, so the rollups' views see it whole.
+   * Appends the lines as they are (the spans table keeps one row per span):
+   * no read, so replicas flushing the same spans at once store them once
+   * and the derived tables, derived from the distinct spans, count them once.
    */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
-    const rows = parseRows(lines, rowCount);
-    if (rows.length === 0) return;
-    // Not the canonical form (hand-made lines): the server judges them as they are.
-    if (!rows.every(identified)) return this.insertRaw(rawLines(lines));
-    const run = (sql: string) => this.read(sql);
-    const fresh = await unstoredRows(run, rows);
-    if (fresh.length === 0) return;
-    const fields = await resolvedFields(run, fresh);
-    const moving = await spansToMove(run, fresh, fields);
-    const now = Date.now();
-    const out = withFields(fresh, fields).map((r) => weighted(r, 1, this.retentionFields(r.org_id)));
-    const resolved = withFields(moving, fields);
-    moving.forEach((s, i) => out.push(...replacement(s, resolved[i] as SpanRow, now, this.retentionFields(s.org_id))));
-    await this.insertRaw(out);
-  }
-
-  /** Rows that replace the stored rows of the same spans (the rollups move with them). */
-  async replaceLines(lines: Lines, rowCount: number): Promise<void> {
-    const rows = parseRows(lines, rowCount);
-    if (rows.length === 0) return;
-    if (!rows.every(identified)) return this.insertRaw(rawLines(lines));
-    const stored = new Map((await storedSpans((sql) => this.read(sql), rows)).map((r) => [spanKey(r), r]));
-    const now = Date.now();
+    if (rowCount === 0) return;
     const out: string[] = [];
-    for (const r of rows) {
-      const old = stored.get(spanKey(r));
-      if (old === undefined) out.push(weighted(r, 1, this.retentionFields(r.org_id)));
-      else out.push(...replacement(old, r, now, this.retentionFields(r.org_id)));
+    let lastOrg = '';
+    let extra = ',"rollup_weight":1}';
+    for (const line of rawLines(lines)) {
+      const org = orgOfLine(line);
+      if (org === undefined || !line.endsWith('}')) {
+        out.push(line);
+        continue;
+      }
+      if (org !== lastOrg) {
+        lastOrg = org;
+        extra = `,"rollup_weight":1${this.retentionFields(org)}}`;
+      }
+      out.push(line.slice(0, -1) + extra);
     }
     await this.insertRaw(out);
   }
 
-  /** New costs for stored spans: each span written again with them, its old share of the rollups taken back in the same insert. */
+  /** Rows that replace the stored rows of the same spans: new versions, which the derivation takes up. */
+  async replaceLines(lines: Lines, rowCount: number): Promise<void> {
+    const rows = parseRows(lines, rowCount);
+    if (rows.length === 0) return;
+    if (!rows.every(identified)) return this.insertRaw(rawLines(lines));
+    const now = Date.now();
+    await this.insertRaw(rows.map((r) => weighted({ ...r, received_at: Math.max(now, r.received_at + 1) }, 1, this.retentionFields(r.org_id))));
+  }
+
+  /** New costs for stored spans: each span written again with them (a newer version). */
   async updateCosts(changes: readonly CostChange[]): Promise<void> {
     if (changes.length === 0) return;
     const byKey = new Map(changes.map((c) => [spanKey(c), c]));
@@ -250,7 +290,7 @@ export class ClickHouseSpanStore implements SpanStore {
       const c = byKey.get(spanKey(row));
       if (c === undefined) continue;
       const { org_id: _o, trace_id: _t, span_id: _s, start_time: _st, ...costs } = c;
-      out.push(...replacement(row, { ...row, ...costs }, now, this.retentionFields(row.org_id)));
+      out.push(weighted({ ...row, ...costs, received_at: Math.max(now, row.received_at + 1) }, 1, this.retentionFields(row.org_id)));
     }
     await this.insertRaw(out);
   }
@@ -308,7 +348,8 @@ export class ClickHouseSpanStore implements SpanStore {
    * UPDATE emptying the texts of the days past the text cut. A mutation
    * rewrites the parts holding matching rows, so texts are looked for only
    * in the days since the last cut (a span that arrives already past its
-   * text cut is written without texts). Rollups are left alone.
+   * text cut is written without texts). The derived rows of the
+   * expired days are deleted with them.
    */
   async expire(cut: RetentionCut, _maxRows: number): Promise<RetentionResult> {
     const out: RetentionResult = { deletedRows: 0, emptiedRows: 0, done: true };
@@ -316,10 +357,15 @@ export class ClickHouseSpanStore implements SpanStore {
     if (cut.rowsBefore !== undefined) {
       const where = bindParams('org_id = ? AND start_date < toDate(?)', [org, dayText(cut.rowsBefore)]);
       out.deletedRows = await this.countFinal(where);
-      if (out.deletedRows > 0) {
-        await this.mutate('spans', `DELETE WHERE ${where}`);
-        await this.mutate('traces', `DELETE WHERE ${where}`);
-        // The expired traces leave the lists; sessions_daily keeps its rows, as the other rollups do.
+      if (out.deletedRows > 0) await this.mutate('spans', `DELETE WHERE ${where}`);
+      // Every derived row of the expired days goes (traces name customers), whether or not a TTL merge dropped their spans first.
+      let derived = 0;
+      for (const t of DERIVED_TABLES) {
+        const n = await this.count(derivedTable(t), where);
+        if (n > 0) await this.mutate(derivedTable(t), `DELETE WHERE ${where}`);
+        derived += n;
+      }
+      if (out.deletedRows + derived > 0) {
         const before = `toDate('${dayText(cut.rowsBefore)}')`;
         await this.topLists.forget(org, { trace: [`start_date < ${before}`] }, addDays(dayText(cut.rowsBefore), TOP_LISTS_WINDOW_DAYS));
       }
@@ -343,19 +389,23 @@ export class ClickHouseSpanStore implements SpanStore {
   }
 
   /**
-   * Erasure: the stored spans are written once more weighted -1, so the
-   * views take their shares out of every rollup in inserts of their own;
-   * then mutations delete the spans (every copy), the erased traces' rows of
-   * `traces`, and the rollup rows that carry the id. It returns once the
-   * mutations are done.
+   * Erasure: mutations delete the spans (every copy), the erased traces'
+   * derived rows and the derived rows that carry the id (every derivation's);
+   * the days it touched are recorded as changed, so the derivation derives
+   * them again without the erased spans. It returns once its mutations are
+   * done. The counts are of logical rows (the current derivation's).
    */
   async erase(orgId: string, target: EraseTarget, dryRun: boolean): Promise<EraseCounts> {
     const where = bindParams(`org_id = ? AND ${ERASE_COLUMN[target.kind]} = ?`, [orgId, target.id]);
     const traceIds: string[] = [];
     const sessionIds = new Set<string>();
-    for await (const r of this.queryStream(`SELECT trace_id, groupUniqArray(session_id) AS s FROM spans WHERE ${where} GROUP BY trace_id`)) {
+    const days = new Set<string>();
+    for await (const r of this.queryStream(
+      `SELECT trace_id, groupUniqArray(session_id) AS s, groupUniqArray(toString(start_date)) AS d FROM spans WHERE ${where} GROUP BY trace_id`,
+    )) {
       traceIds.push(String(r.trace_id));
       for (const s of r.s as string[]) sessionIds.add(s);
+      for (const d of r.d as string[]) days.add(d);
     }
     const named = rollupsNaming(target.kind).map((r) => ({ table: r.table, where: bindParams(`org_id = ? AND ${r.column} = ?`, [orgId, target.id]) }));
     // IN lists of at most 5,000 ids, each within ClickHouse's query size.
@@ -367,19 +417,18 @@ export class ClickHouseSpanStore implements SpanStore {
     for (const w of traceWheres) rollupRows += await this.count('traces', w);
     for (const n of named) rollupRows += await this.count(n.table, n.where);
     const counts = { spans: await this.countFinal(where), traces: traceIds.length, rollupRows };
-    if (dryRun || counts.spans + counts.rollupRows === 0) return counts;
-    let batch: string[] = [];
-    for await (const s of this.queryStream(`SELECT ${STORED_COLUMNS} FROM (SELECT * FROM spans FINAL WHERE ${where})`)) {
-      batch.push(weighted(storedToRow(s), -1));
-      if (batch.length >= 5000) {
-        await this.insertRaw(batch);
-        batch = [];
-      }
-    }
-    await this.insertRaw(batch);
+    if (dryRun) return counts;
+    let derivedRows = 0;
+    for (const w of traceWheres) derivedRows += await this.count(derivedTable('traces'), w);
+    for (const n of named) derivedRows += await this.count(derivedTable(n.table), n.where);
+    if (counts.spans + derivedRows === 0) return counts;
     await this.mutate('spans', `DELETE WHERE ${where}`);
-    for (const w of traceWheres) await this.mutate('traces', `DELETE WHERE ${w}`);
-    for (const n of named) await this.mutate(n.table, `DELETE WHERE ${n.where}`);
+    for (const w of traceWheres) await this.mutate(derivedTable('traces'), `DELETE WHERE ${w}`);
+    for (const n of named) await this.mutate(derivedTable(n.table), `DELETE WHERE ${n.where}`);
+    if (days.size > 0)
+      await this.c().command({
+        query: `INSERT INTO span_changes (org_id, start_date, rows) VALUES ${[...days].map((d) => bindParams('(?, toDate(?), 1)', [orgId, d])).join(', ')}`,
+      });
     await this.topLists.forget(orgId, { trace: traceIn, session: idsIn('session_id', [...sessionIds]) });
     return counts;
   }
@@ -396,12 +445,25 @@ export class ClickHouseSpanStore implements SpanStore {
     return Number(r?.n ?? 0);
   }
 
-  /** Runs a mutation and waits until the server has applied it (18.16 has no mutations_sync). */
+  /**
+   * Runs a mutation and waits until the server has applied it (18.16 has no
+   * mutations_sync): the mutations of the table that appeared with it, not
+   * every mutation of the table.
+   */
   private async mutate(table: string, action: string): Promise<void> {
+    const ids = async () =>
+      (await this.query('SELECT mutation_id AS id FROM system.mutations WHERE database = ? AND table = ?', [this.database, table])).map((r) => String(r.id));
+    const before = new Set(await ids());
     await this.c().command({ query: `ALTER TABLE ${table} ${action}` });
+    const mine = (await ids()).filter((id) => !before.has(id));
+    if (mine.length === 0) return;
     const deadline = Date.now() + (this.opts.mutationTimeoutMs ?? 600_000);
     for (;;) {
-      const [r] = await this.query('SELECT count() AS n FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0', [this.database, table]);
+      const [r] = await this.query('SELECT count() AS n FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0 AND has(?, mutation_id)', [
+        this.database,
+        table,
+        mine,
+      ]);
       if (Number(r?.n ?? 0) === 0) return;
       if (Date.now() > deadline) throw new Error(`a mutation of ${table} did not finish in time; it goes on in the background`);
       await new Promise((res) => setTimeout(res, 100));
