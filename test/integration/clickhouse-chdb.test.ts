@@ -13,7 +13,8 @@ import {
   unquoteCosts,
   type ClickHouseExecutor,
 } from '@trace-ingest/store/clickhouse';
-import { replacement, weighted } from '@trace-ingest/store/clickhouse-rollups';
+import { weighted } from '@trace-ingest/store/clickhouse-rollups';
+import { ClickHouseDeriver, InProcessLease } from '@trace-ingest/store/clickhouse-derive';
 import { ClickHouseTopLists } from '@trace-ingest/store/clickhouse-top-lists';
 import { usageReport } from '@trace-ingest/store/reports';
 import type { SpanStore } from '@trace-ingest/store/span-store';
@@ -103,6 +104,16 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     db = executor(session);
   });
 
+  /** The store's derivation, on the chdb session (the only writer: an in-process lease). */
+  const deriver = () =>
+    new ClickHouseDeriver(
+      {
+        query: async (sql) => parseLines<Record<string, unknown>>(session.query(`${sql} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow')),
+        command: async (sql) => void session.query(sql),
+      },
+      new InProcessLease(),
+    );
+
   afterAll(async () => {
     session?.cleanup();
     if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
@@ -128,11 +139,12 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       '0005_customers_models_daily',
       '0006_top_lists',
       '0007_billing_dimensions',
+      '0008_derived_tables',
     ]);
     expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
     expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version ORDER BY version', 'CSV').trim()).toBe(
       '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1\n' +
-        '"0005_customers_models_daily",1\n"0006_top_lists",1\n"0007_billing_dimensions",1',
+        '"0005_customers_models_daily",1\n"0006_top_lists",1\n"0007_billing_dimensions",1\n"0008_derived_tables",1',
     );
     expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
       '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',
@@ -192,21 +204,23 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     expect(JSON.parse(meta)).toEqual({ span_metadata: [['k', "it's"]], trace_metadata: [['env', 'prod']] });
   });
 
-  it('keeps the rollup views exact on a current engine: a span added once, then moved by its weighted copy', () => {
-    const t: Trace = { traceId: 'chdb-rollup', customer: { id: 'cust-a' }, spans: [span({ usage: { inputTokens: 10, outputTokens: 4 } }), span()] };
+  it('derives the rollups from the distinct spans on a current engine: a retried batch, a child before its root, a reprice', async () => {
+    const root = span({ usage: { inputTokens: 10, outputTokens: 4 } });
+    const t: Trace = { traceId: 'chdb-rollup', customer: { id: 'cust-a' }, spans: [root, span({ parentSpanId: root.spanId })] };
     const costs: SpanCosts = { ...UNPRICED, input_cost: '0.25', total_cost: '0.25', priced: true, price_source: 'catalog:x' };
     const rows = rowsOf(t, costs, 10);
-    session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.map((r) => weighted(r, 1)).join('\n')}`);
-    // The first span repriced and moved to another customer, as the store writes it: its stored copy weighted -1, then the new version.
-    const [first] = rows;
-    if (first === undefined) throw new Error('no row');
-    const moved = replacement(first, { ...first, customer_id: 'cust-b', input_cost: '1', total_cost: '1' }, 20);
-    session.query(`INSERT INTO spans FORMAT JSONEachRow ${moved.join('\n')}`);
+    const [first, child] = rows;
+    if (first === undefined || child === undefined) throw new Error('no row');
+    // The child alone first, without the customer (another replica took it), then the whole batch twice (a retry), then the root repriced.
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${weighted({ ...child, customer_id: '', received_at: 5 }, 1)}`);
+    for (let i = 0; i < 2; i++) session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.map((r) => weighted(r, 1)).join('\n')}`);
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${weighted({ ...first, input_cost: '1', total_cost: '1', received_at: 20 }, 1)}`);
+    await deriver().settle();
     const byCustomer = () =>
       session
         .query(
           'SELECT customer_id, sum(spans), sum(input_tokens), toString(sum(total_cost)) FROM usage_daily ' +
-            "WHERE customer_id IN ('cust-a', 'cust-b') GROUP BY customer_id ORDER BY customer_id",
+            "WHERE org_id = 'org_chdb' AND customer_id IN ('cust-a', '') GROUP BY customer_id ORDER BY customer_id",
           'CSV',
         )
         .trim();
@@ -219,12 +233,10 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
         )
         .trim();
     expect(byCustomer()).toBe(scan());
-    expect(byCustomer()).toBe('"cust-a",1,0,"0.25"\n"cust-b",1,10,"1"');
+    expect(byCustomer()).toBe('"cust-a",2,10,"1.25"');
     const traces = () => session.query("SELECT sumMerge(spans), toString(sumMerge(total_cost)) FROM traces WHERE trace_id = 'chdb-rollup'", 'CSV').trim();
     expect(traces()).toBe('2,"1.25"');
-    session.query('OPTIMIZE TABLE usage_daily FINAL');
-    session.query('OPTIMIZE TABLE traces FINAL');
-    session.query('OPTIMIZE TABLE spans FINAL');
+    for (const table of ['usage_daily_d', 'traces_d', 'spans']) session.query(`OPTIMIZE TABLE ${table} FINAL`);
     expect(byCustomer()).toBe(scan());
     expect(traces()).toBe('2,"1.25"');
   });
@@ -243,6 +255,7 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       for (const r of t.spans.map((x) => spanToRow(t, x, { orgId: 'org_rank', keyPrefix: 'ti_x', receivedAt: 1 }, costs))) rows.push(weighted(r, 1));
     }
     session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.join('\n')}`);
+    await deriver().settle();
     const query = async (sql: string, params: readonly unknown[] = []) =>
       parseLines<Record<string, unknown>>(session.query(`${bindParams(sql, params)} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow'));
     // Top lists of three a day: rankings of up to three read them, longer ones cut the traces table.
@@ -279,8 +292,9 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
         .map((r) => weighted(r, 1))
         .join('\n')}`,
     );
-    // (The late span names no session: a fourth group of sessions, '' .)
-    await expectRanksAsScan({ from: day, to: day + 2 * 86_400_000 }, { trace: 8, session: 4 });
+    await deriver().settle();
+    // The late span names no session: it takes its trace's (sess-0), as the derivation resolves trace-level fields.
+    await expectRanksAsScan({ from: day, to: day + 2 * 86_400_000 }, { trace: 8, session: 3 });
     expect((await usageReport(read(true, true), { ...f, to: day + 2 * 86_400_000, by: 'trace', limit: 1 }))[0]).toMatchObject({
       group: 'rank-3',
       spans: 2,
@@ -288,7 +302,7 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     });
   });
 
-  it('expires rows and texts by the TTLs of migration 0004 on a current engine, while the rollups keep the costs', async () => {
+  it('expires rows and texts by the TTLs of migration 0004 on a current engine, and the derived rollups hold what the spans held when derived', async () => {
     const version = session.query('SELECT version()', 'CSV').trim().replaceAll('"', '');
     expect(await applyRetentionTtl(db, version)).toBe(true);
     expect(await applyRetentionTtl(db, version)).toBe(false);
@@ -311,10 +325,11 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     const costs: SpanCosts = { ...UNPRICED, input_cost: '0.5', total_cost: '0.5', priced: true, price_source: 'catalog:x' };
     const lines = rowsOf(t, costs, 10).map((r) => weighted(r, 1, ',"retention_days":35,"text_days":33'));
     session.query(`INSERT INTO spans FORMAT JSONEachRow ${lines.join('\n')}`);
+    await deriver().settle();
     session.query('OPTIMIZE TABLE spans FINAL');
     const left = session.query("SELECT span_id, input, output FROM spans FINAL WHERE trace_id = 'chdb-ttl' ORDER BY span_id", 'CSV').trim();
     // 100 days old: gone; 34 days old: kept without texts; 10 days old: as sent.
     expect(left).toBe('"ttl-10","prompt 10","answer 10"\n"ttl-34","",""');
-    expect(session.query("SELECT sum(spans), toString(sum(total_cost)) FROM usage_daily WHERE customer_id = 'cust-ttl'", 'CSV').trim()).toBe('3,"1.5"');
+    expect(session.query("SELECT sum(spans), toString(sum(total_cost)) FROM usage_daily WHERE customer_id = 'cust-ttl'", 'CSV').trim()).toBe('2,"1"');
   });
 });

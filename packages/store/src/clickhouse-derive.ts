@@ -104,19 +104,19 @@ const dayList = (days: readonly string[]): string => days.map(day).join(', ');
 
 /** The statement that writes again the spans of `days` whose trace-level fields differ from their trace's resolved ones. */
 export function resolveSql(columns: readonly string[], org: string, days: readonly string[]): string {
-  const first = days[0] as string;
-  const last = days[days.length - 1] as string;
   const d = DERIVE_DIALECT;
   const fields: string[] = TRACE_FIELDS.map((f) => f.column);
   const value = (c: string) => `if(${c} = '~', '', substring(${c}, ${RANK_DIGITS + 1}))`;
   const resolved = TRACE_FIELDS.map((f) => `${value(`min(${candidateSql(d, f)})`)} AS r_${f.column}`);
   const inDays = `org_id = ${org} AND start_date IN (${dayList(days)})`;
-  const near = `org_id = ${org} AND start_date >= ${day(addDays(first, -TRACE_WINDOW_DAYS))} AND start_date <= ${day(addDays(last, TRACE_WINDOW_DAYS))}`;
+  const around = new Set<string>();
+  for (const d of days) for (let k = -TRACE_WINDOW_DAYS; k <= TRACE_WINDOW_DAYS; k++) around.add(addDays(d, k));
+  const near = `org_id = ${org} AND start_date IN (${dayList([...around].sort())})`;
   const select = columns.map((c) => (fields.includes(c) ? `r_${c}` : c === 'received_at' ? 'received_at + 1' : c));
   return (
-    `INSERT INTO spans (${columns.join(', ')}) SELECT ${select.join(', ')} FROM (SELECT * FROM spans FINAL WHERE ${inDays}) ` +
+    `INSERT INTO spans (${columns.join(', ')}) SELECT ${select.join(', ')} FROM (SELECT * FROM spans FINAL WHERE ${inDays}) AS s ` +
     `ANY INNER JOIN (SELECT org_id, trace_id, ${resolved.join(', ')} FROM spans FINAL WHERE ${near} ` +
-    `AND trace_id IN (SELECT trace_id FROM spans WHERE ${inDays}) GROUP BY org_id, trace_id) USING (org_id, trace_id) ` +
+    `AND trace_id IN (SELECT trace_id FROM spans WHERE ${inDays}) GROUP BY org_id, trace_id) AS r USING (org_id, trace_id) ` +
     `WHERE NOT (${fields.map((f) => `${f} = r_${f}`).join(' AND ')})`
   );
 }
