@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { retentionCuts, type Retention } from '@trace-ingest/shared/lifecycle';
 import type { ControlStore } from '@trace-ingest/store/control-store-types';
 import type { SpanStore } from '@trace-ingest/store/span-store';
+import type { Lease } from '@trace-ingest/store/clickhouse-derive';
 import type { Metrics } from './metrics.js';
 
 export interface RetentionOptions {
@@ -13,6 +14,8 @@ export interface RetentionOptions {
   /** Rows one store call touches before the pass moves on (and comes back): inserts are not held up for long. */
   batchRows?: number;
   now?: () => number;
+  /** Held by one replica of the cluster at a time: the others skip their passes. */
+  lease?: Lease | undefined;
 }
 
 /**
@@ -81,6 +84,7 @@ export class RetentionJob {
   }
 
   private async pass(): Promise<void> {
+    if (this.opts.lease !== undefined && !(await this.opts.lease.hold())) return;
     const now = (this.opts.now ?? Date.now)();
     const batch = this.opts.batchRows ?? 200_000;
     for (const org of await this.control.listOrgs()) {
@@ -108,5 +112,6 @@ export class RetentionJob {
     if (this.timer !== undefined) clearTimeout(this.timer);
     if (this.refresher !== undefined) clearInterval(this.refresher);
     await this.running?.catch(() => undefined);
+    await this.opts.lease?.close();
   }
 }

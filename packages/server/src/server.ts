@@ -17,6 +17,7 @@ import { openConsoleTokens, type ConsoleTokens, type ControlDriverOptions } from
 import type { PostgresTimeouts } from '@trace-ingest/store/control-store-postgres';
 import { createControlStore, createSpanStore } from '@trace-ingest/store/open-stores';
 import { DataDirLock } from '@trace-ingest/store/data-dir-lock';
+import { leaseName, PgAdvisoryLease } from '@trace-ingest/store/pg-lease';
 import { createPricing, type Pricing } from '@trace-ingest/store/pricing';
 import type { SpanStore } from '@trace-ingest/store/span-store';
 import { AdminServer } from './admin.js';
@@ -216,7 +217,6 @@ export class IngestServer {
       postgresTimeouts: postgresTimeouts(c),
       logger: this.logger,
       retentionOf: (orgId: string) => this.retention?.retentionOf(orgId),
-      background: true,
     };
     const keyStore = this.parts.keyStore ?? (await createControlStore(storeOpts));
     this.keyStore = keyStore;
@@ -225,9 +225,15 @@ export class IngestServer {
     const spanStore = this.parts.spanStore ?? (await createSpanStore(storeOpts));
     this.spanStore = spanStore;
     await spanStore.start();
+    // Derived tables are derived by one replica of those sharing PostgreSQL at a time.
+    spanStore.startBackground?.(
+      c.DATABASE_URL === undefined ? undefined : new PgAdvisoryLease(c.DATABASE_URL, leaseName('derive', c.DATABASE_URL, c.CLICKHOUSE_URL)),
+    );
     this.retention = new RetentionJob(keyStore, spanStore, this.metrics, this.logger, {
       defaults: { days: c.RETENTION_DAYS, textDays: c.TEXT_RETENTION_DAYS },
       intervalMs: c.RETENTION_INTERVAL_MS,
+      // Replicas on one PostgreSQL run one retention pass at a time between them.
+      lease: c.DATABASE_URL === undefined ? undefined : new PgAdvisoryLease(c.DATABASE_URL, leaseName('retention', c.DATABASE_URL, c.CLICKHOUSE_URL)),
     });
     // Known before the write log is replayed: ClickHouse rows carry their org's retention.
     await this.retention.refreshKnown();

@@ -15,7 +15,7 @@ import {
 } from '@trace-ingest/shared/rollups';
 import { bindParams } from './clickhouse-sql.js';
 import { addDays, checkedDay } from './top-lists.js';
-import type { QueryRow } from './span-store.js';
+import type { Lease, QueryRow } from './span-store.js';
 
 /**
  * The derived tables of ClickHouse (the rollups of rollups.ts and `traces`),
@@ -128,7 +128,8 @@ export function deriveSql(org: string, days: readonly string[], derivation: numb
   const withDerivation = (sql: string) => sql.replace(/^SELECT /, `SELECT ${v}`);
   const usage = DAILY_ROLLUPS[0] as DailyRollup;
   // Rollups whose keys usage_daily holds are summed from its rows of this derivation, not from the spans again.
-  const fromUsage = `(SELECT * FROM ${derivedTable(usage.table)} WHERE org_id = ${org} AND start_date IN (${dayList(days)}) AND derivation = ${Math.trunc(derivation)})`;
+  const fromUsage =
+    `(SELECT * FROM ${derivedTable(usage.table)} WHERE org_id = ${org} AND start_date IN (${dayList(days)}) ` + `AND derivation = ${Math.trunc(derivation)})`;
   const sums = (r: DailyRollup) =>
     `SELECT ${r.keys.join(', ')}, ${MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ')} FROM ${fromUsage} GROUP BY ${r.keys.join(', ')}`;
   return DERIVED_TABLES.map((t) => {
@@ -150,12 +151,7 @@ export interface DeriveServer {
   command(sql: string): Promise<void>;
 }
 
-/** Who may derive: one process of the cluster at a time. */
-export interface Lease {
-  /** Whether this process holds the lease now (taking it when free). */
-  hold(): Promise<boolean>;
-  close(): Promise<void>;
-}
+export type { Lease } from './span-store.js';
 
 /** The lease of a process that is the only writer of its ClickHouse database (no PostgreSQL). */
 export class InProcessLease implements Lease {

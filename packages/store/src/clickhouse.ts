@@ -20,7 +20,7 @@ import {
 } from '@trace-ingest/shared/lifecycle';
 import type { SpanRow } from '@trace-ingest/shared/rows';
 import { inChunks, spanKey, storedSpans, weighted } from './clickhouse-rollups.js';
-import { ClickHouseDeriver, DERIVED_TABLES, derivedTable, InProcessLease, type Lease } from './clickhouse-derive.js';
+import { ClickHouseDeriver, DERIVED_TABLES, derivedTable, InProcessLease } from './clickhouse-derive.js';
 import {
   chunksOf,
   type CostChange,
@@ -29,6 +29,7 @@ import {
   SpanStoreSchemaError,
   type Lines,
   type QueryRow,
+  type Lease,
   type SpanStore,
 } from './span-store.js';
 
@@ -53,11 +54,13 @@ export interface ClickHouseSpanStoreOptions {
   topListsPerDay?: number | undefined;
   /** Seconds after a day's last write at which its top list, built, is current (default CHANGE_MARGIN_SECONDS). */
   topListsMarginSeconds?: number | undefined;
-  /** Derive in the background (the server): passes every `intervalMs` while `lease` is held. */
-  derive?: { lease?: Lease | undefined; intervalMs?: number | undefined } | undefined;
+  /** Pause between two derivation passes of startBackground (default DERIVE_INTERVAL_MS). */
+  deriveIntervalMs?: number | undefined;
 }
 
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+/** The lease of a store no other process derives. */
+const IN_PROCESS = new InProcessLease();
 /** Pause between two derivation passes of the server. */
 export const DERIVE_INTERVAL_MS = 500;
 
@@ -141,6 +144,7 @@ export class ClickHouseSpanStore implements SpanStore {
   readonly topLists: ClickHouseTopLists;
   readonly deriver: ClickHouseDeriver;
   private timer: NodeJS.Timeout | undefined;
+  private lease: Lease | undefined;
   private background: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: ClickHouseSpanStoreOptions) {
@@ -157,7 +161,7 @@ export class ClickHouseSpanStore implements SpanStore {
     );
     this.deriver = new ClickHouseDeriver(
       { query: (sql) => this.query(sql), command: async (sql) => void (await this.c().command({ query: sql })) },
-      opts.derive?.lease ?? new InProcessLease(),
+      { hold: () => (this.lease ?? IN_PROCESS).hold(), close: async () => undefined },
     );
   }
 
@@ -202,7 +206,13 @@ export class ClickHouseSpanStore implements SpanStore {
       throw e;
     }
     this.client = client;
-    if (this.opts.derive !== undefined) this.schedule(this.opts.derive.intervalMs ?? DERIVE_INTERVAL_MS);
+  }
+
+  /** Derives in the background (the server): a pass every deriveIntervalMs while `lease` (none: this process alone) is held. */
+  startBackground(lease: Lease | undefined): void {
+    if (this.client === undefined || this.timer !== undefined) return;
+    this.lease = lease;
+    this.schedule(this.opts.deriveIntervalMs ?? DERIVE_INTERVAL_MS);
   }
 
   private schedule(ms: number): void {
@@ -230,7 +240,7 @@ export class ClickHouseSpanStore implements SpanStore {
   async close(): Promise<void> {
     clearTimeout(this.timer);
     await this.background;
-    await this.opts.derive?.lease?.close();
+    await this.lease?.close();
     const c = this.client;
     this.client = undefined;
     await c?.close();

@@ -1,6 +1,5 @@
 import type { Retention } from '@trace-ingest/shared/lifecycle';
 import type { ClickHouseLogger } from './clickhouse.js';
-import type { Lease } from './clickhouse-derive.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { SqliteControlStore } from './control-store-sqlite.js';
 import type { ControlStore } from './control-store-types.js';
@@ -27,8 +26,6 @@ export interface StoreOptions {
   retentionOf?: ((orgId: string) => Retention | undefined) | undefined;
   /** Only reads: DuckDB attaches its file read-only and migrates nothing. */
   readOnly?: boolean | undefined;
-  /** Run the store's background jobs (the server): ClickHouse derives its derived tables under a lease. */
-  background?: boolean | undefined;
 }
 
 export async function createControlStore(opts: StoreOptions): Promise<ControlStore> {
@@ -42,16 +39,7 @@ export async function createControlStore(opts: StoreOptions): Promise<ControlSto
 export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
   if (opts.clickhouseUrl !== undefined) {
     const { ClickHouseSpanStore } = await import('./clickhouse.js');
-    let derive: { lease?: Lease } | undefined;
-    if (opts.background === true) {
-      if (opts.databaseUrl === undefined) derive = {};
-      else {
-        const { PgAdvisoryLease } = await import('./pg-lease.js');
-        derive = { lease: new PgAdvisoryLease(opts.databaseUrl, `trace-ingest:derive:${new URL(opts.clickhouseUrl).pathname}`) };
-      }
-    }
     return new ClickHouseSpanStore({
-      derive,
       url: opts.clickhouseUrl,
       ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }),
       ...(opts.logger === undefined ? {} : { logger: opts.logger }),

@@ -53,3 +53,9 @@ export class PgAdvisoryLease implements Lease {
     await c?.end().catch(() => undefined);
   }
 }
+
+/** A job's lease name for the cluster of replicas sharing this PostgreSQL schema and span store (no credentials in it). */
+export function leaseName(job: string, databaseUrl: string, clickhouseUrl?: string): string {
+  const store = clickhouseUrl === undefined ? '' : ((u) => `${u.host}${u.pathname}`)(new URL(clickhouseUrl));
+  return `trace-ingest:${job}:${parseDatabaseUrl(databaseUrl).schema ?? 'public'}:${store}`;
+}

@@ -46,6 +46,13 @@ export interface SqlPart {
   params: unknown[];
 }
 
+/** Who may run a cluster-wide job: one process of the cluster at a time. */
+export interface Lease {
+  /** Whether this process holds the lease now (taking it when free). */
+  hold(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
 export interface SpanStore {
   readonly kind: 'duckdb' | 'clickhouse';
   /** Whether the store keeps the rollups of `@trace-ingest/shared/rollups` (usage_daily, traces), which reports then read. */
@@ -58,6 +65,8 @@ export interface SpanStore {
   readonly topLists?: TopLists | undefined;
   /** Connects and applies pending migrations. */
   start(): Promise<void>;
+  /** The store's own background jobs, for the server (ClickHouse: the derivation, while `lease` is held); after start(). */
+  startBackground?(lease: Lease | undefined): void;
   close(): Promise<void>;
   /** Throws when the store cannot be reached. */
   ping(): Promise<void>;
