@@ -572,6 +572,8 @@ describe('console API on ClickHouse', () => {
     const { key } = await t.newKey('acme');
     for (const b of batches()) expect((await t.post(b, { key })).status).toBe(202);
     await t.server.flush();
+    // The rollups are derived in the background: every figure below is read once they hold every span.
+    await store.settle();
     ctx = createContext(loadConfig({ DATA_DIR: t.dir, CLICKHOUSE_URL: url }));
     token = (await createConsoleToken(ctx, {})).token;
   });

@@ -39,17 +39,21 @@ for (const store of ['duckdb', 'clickhouse'] as const) {
   describe(`reports on ${store}, with the server running`, () => {
     let t: TestServer;
     let ctx: CliContext;
+    let clickhouse: ClickHouseSpanStore | undefined;
+    /** ClickHouse derives its rollups in the background: the figures are read once they hold every span. */
+    const settled = async () => clickhouse?.settle();
     beforeAll(async () => {
       const env: Record<string, string> = {};
       const parts: Parameters<typeof startTestServer>[1] = {};
       if (store === 'clickhouse') {
         env.CLICKHOUSE_URL = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_reports_${randomBytes(4).toString('hex')}`;
-        parts.spanStore = new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL });
+        parts.spanStore = clickhouse = new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL });
       }
       t = await startTestServer(env, parts);
       const { key } = await t.newKey('acme');
       for (const b of batches()) expect((await t.post(b, { key })).status).toBe(202);
       await t.server.flush();
+      await settled();
       ctx = createContext(loadConfig({ DATA_DIR: t.dir, ...env }));
     });
     afterAll(async () => {
@@ -108,6 +112,7 @@ for (const store of ['duckdb', 'clickhouse'] as const) {
       expect(first).toMatchObject({ rowsScanned: 4, rowsChanged: 1, newlyPriced: 1, costBefore: '0.38595', costAfter: '0.39095', costDifference: '0.005' });
       const second = await repriceSpans(ctx, { org: 'acme', from: '2026-01-01' });
       expect(second).toMatchObject({ rowsChanged: 0, costDifference: '0' });
+      await settled();
       const rows = await usage(ctx, { org: 'acme', month: '2026-01', by: 'model' });
       expect(rows.find((r) => r.group === 'ghost')).toMatchObject({ unpricedSpans: 0, costs: expect.objectContaining({ total_cost: '0.005' }) as unknown });
     });
