@@ -157,7 +157,7 @@ function dayBounds(d: ReportDialect, from: number, to: number): string[] {
 export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, scope?: RefreshScope): Promise<UsageRow[]> {
   const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then, f.customerId !== undefined) : undefined;
   if (source === undefined) return scanReport(store, f);
-  const { days, edges } = splitRange(f.from, f.to);
+  const { days, edges } = await reportRoute(store, f);
   const parts: UsageRow[][] = [];
   // With partial days at the edges the ranked cut is made after they are added in.
   const limit = edges.length === 0 ? f.limit : undefined;
@@ -265,8 +265,13 @@ function rollupFor(by: GroupBy, then: GroupBy | undefined, byCustomer: boolean):
 const DAY = 86_400_000;
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
+export interface RangeRoute {
+  days?: { from: string; to: string };
+  edges: { from: number; to: number }[];
+}
+
 /** A range as whole UTC days [from, to) the rollups answer, and the partial days at its edges the spans answer. */
-export function splitRange(from: number, to: number): { days?: { from: string; to: string }; edges: { from: number; to: number }[] } {
+export function splitRange(from: number, to: number): RangeRoute {
   const first = Math.ceil(from / DAY) * DAY;
   const last = Math.floor(to / DAY) * DAY;
   if (first >= last) return { edges: from < to ? [{ from, to }] : [] };
@@ -274,6 +279,35 @@ export function splitRange(from: number, to: number): { days?: { from: string; t
   if (from < first) edges.push({ from, to: first });
   if (last < to) edges.push({ from: last, to });
   return { days: { from: dayText(first), to: dayText(last) }, edges };
+}
+
+/**
+ * A range with each partial edge day made whole where that day holds no
+ * stored row outside the range: the rollups, which hold every stored row,
+ * then answer it ("today so far", ending at now, is all of today). Only an
+ * edge cut at a time with rows beyond it is left to the spans.
+ */
+export async function settleRange(store: SpanStore, orgId: string, from: number, to: number): Promise<{ from: number; to: number }> {
+  if (!store.rollups || to <= from) return { from, to };
+  const [lo, hi] = [Math.floor(from / DAY) * DAY, Math.ceil(to / DAY) * DAY];
+  if (lo < 0 || hi > 253_402_300_799_999) return { from, to };
+  const d = reportDialect(store.kind);
+  // One row at most, read by start time within one day: the row groups (granules) before or after the cut are skipped.
+  const empty = async (a: number, b: number) =>
+    (
+      await store.query(
+        `SELECT 1 AS x FROM spans WHERE org_id = ? AND ${dayBounds(d, a, b).join(' AND ')} ` +
+          `AND start_time >= ${Math.trunc(a)} AND start_time < ${Math.trunc(b)} LIMIT 1`,
+        [orgId],
+      )
+    ).length === 0;
+  return { from: lo < from && (await empty(lo, from)) ? lo : from, to: to < hi && (await empty(to, hi)) ? hi : to };
+}
+
+/** The whole days the rollups answer and the cut edges the spans answer, for a range as `settleRange` leaves it. */
+export async function reportRoute(store: SpanStore, f: { orgId: string; from: number; to: number }): Promise<RangeRoute> {
+  const r = await settleRange(store, f.orgId, f.from, f.to);
+  return splitRange(r.from, r.to);
 }
 
 const ROLLUP_MEASURES = ['spans', 'unpriced', ...TOKENS, ...COSTS];
@@ -464,8 +498,8 @@ export async function dailyCosts(
   store: SpanStore,
   f: Omit<UsageFilter, 'then' | 'customerId' | 'traceId'> & { groups?: readonly string[] | undefined },
 ): Promise<DailyCost[]> {
-  const { days, edges } = splitRange(f.from, f.to);
   const source = store.rollups ? rollupFor(f.by, 'day', false) : undefined;
+  const { days, edges } = source === undefined ? splitRange(f.from, f.to) : await reportRoute(store, f);
   if (source === undefined || source === 'traces' || days === undefined || edges.length > 0) {
     const wanted = f.groups === undefined ? undefined : new Set(f.groups);
     const rows = (await usageReport(store, { ...f, then: 'day' })).filter((r) => wanted === undefined || wanted.has(r.group));
@@ -497,7 +531,7 @@ const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
 export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>, scope = new RefreshScope()): Promise<number> {
   const d = reportDialect(store.kind);
-  const { days, edges } = splitRange(f.from, f.to);
+  const { days, edges } = f.by === 'trace' && f.traceId === undefined ? await reportRoute(store, f) : splitRange(f.from, f.to);
   const lists = store.topLists;
   if (
     store.rollups &&

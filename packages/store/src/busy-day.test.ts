@@ -1,0 +1,148 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { payloadToRows, type SpanRow } from '@trace-ingest/shared/rows';
+import { buf, firstPrices, pricer, scanning } from '../../../test/rollup-traffic.js';
+import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
+import { DuckDbSpanStore } from './duckdb.js';
+import { readHistory, readSpend } from './forecast.js';
+import { countGroups, dailyCosts, GROUPS, groupLabels, reportRoute, usageReport, type GroupBy } from './reports.js';
+import type { SpanStore } from './span-store.js';
+
+const DAY = 86_400_000;
+const NOW = Date.parse('2026-11-26T15:42:10Z');
+const TODAY = Date.parse('2026-11-26T00:00:00Z');
+const MONTH = Date.parse('2026-11-01T00:00:00Z');
+
+/** Traces of today up to NOW (most of the rows), a few of the days before, over a few customers and models. */
+function busyDay(): SpanRow[] {
+  const price = pricer(firstPrices);
+  const rows: SpanRow[] = [];
+  for (let t = 0; t < 120; t++) {
+    // Two in three traces today, the rest spread over the 40 days before.
+    const start = t % 3 === 0 ? TODAY - (1 + (t % 40)) * DAY + t * 60_000 : NOW - (120 - t) * 300_000;
+    const spans = [0, 1, 2].map((i) =>
+      makeSpan({
+        spanId: `s${t}-${i}`,
+        ...(i === 0 ? {} : { parentSpanId: `s${t}-0` }),
+        spanType: i === 0 ? 'agent' : 'llm',
+        name: 'chat',
+        startTime: start + i * 1000,
+        endTime: start + i * 1000 + 500,
+        ...(i === 0 ? {} : { provider: 'openai', modelId: t % 2 === 0 ? 'gpt-4o' : 'claude-sonnet-4', usage: { inputTokens: 100 + t, outputTokens: 10 + i } }),
+      }),
+    );
+    const trace = makeTrace({
+      traceId: `t${t}`,
+      traceName: 'support',
+      customer: { id: `cust-${t % 4}`, name: `Customer ${t % 4}` },
+      sessionId: `sess-${t % 6}`,
+    });
+    rows.push(...payloadToRows(makePayload({ traces: [{ ...trace, spans }] }), { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt: start }, (s) => price(s)));
+  }
+  return rows;
+}
+
+/** The store, with the SQL of every report query it runs recorded. */
+function recording(store: SpanStore): { store: SpanStore; sql: string[] } {
+  const sql: string[] = [];
+  const wrapped = Object.assign(Object.create(store) as SpanStore, {
+    query: (q: string, p?: readonly unknown[]) => {
+      sql.push(q);
+      return store.query(q, p);
+    },
+  });
+  return { store: wrapped, sql };
+}
+
+/** Statements that read the spans table other than the one-row probe of an edge. */
+const spanReads = (sql: readonly string[]) => sql.filter((q) => /\bFROM spans\b/.test(q) && !/^SELECT 1 AS x FROM spans .* LIMIT 1$/.test(q));
+
+const GROUPINGS: (readonly [GroupBy, GroupBy?])[] = [...(Object.keys(GROUPS) as GroupBy[]).map((g) => [g] as const), ['day', 'model'], ['customer', 'session']];
+
+describe('a range ending now, on a day that holds most rows', { timeout: 120_000 }, () => {
+  let dir: string;
+  let store: DuckDbSpanStore;
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-busy-day-'));
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 200, topListsPerDay: 3 });
+    await store.start();
+    const rows = busyDay();
+    for (let i = 0; i < rows.length; i += 50) await store.insertLines(buf(rows.slice(i, i + 50)), rows.slice(i, i + 50).length);
+  });
+  afterEach(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const ranges = {
+    today: { from: TODAY, to: NOW + 1 },
+    'this month': { from: MONTH, to: NOW + 1 },
+    '90 days': { from: NOW - 90 * DAY, to: NOW + 1 },
+  };
+
+  it('usageReport: every grouping equals the scan, and reads no span beyond the probes', async () => {
+    const scan = scanning(store);
+    for (const [name, range] of Object.entries(ranges)) {
+      // The 90 days start on a day with no rows before the cut: that day is whole too.
+      expect((await reportRoute(store, { orgId: 'org_a', ...range })).edges, name).toEqual([]);
+      for (const [by, then] of GROUPINGS)
+        for (const limit of then === undefined ? [undefined, 2] : [undefined]) {
+          const f = { orgId: 'org_a', ...range, by, then, limit };
+          const rec = recording(store);
+          expect(await usageReport(rec.store, f), `${name} by ${by} ${then ?? ''} ${limit ?? ''}`).toEqual(await usageReport(scan, f));
+          expect(spanReads(rec.sql), `${name} by ${by}`).toEqual([]);
+        }
+    }
+  });
+
+  it('countGroups and groupLabels: equal the scan, no span read', async () => {
+    const scan = scanning(store);
+    for (const range of [ranges.today, ranges['this month']]) {
+      const f = { orgId: 'org_a', ...range, by: 'trace' as const };
+      const rec = recording(store);
+      expect(await countGroups(rec.store, f)).toBe(await countGroups(scan, f));
+      const traces = ['t1', 't2', 't5', 't119'];
+      expect(await groupLabels(rec.store, { ...f, groups: traces })).toEqual(await groupLabels(scan, { ...f, groups: traces }));
+      const customers = { ...f, by: 'customer' as const, groups: ['cust-1', 'cust-2'] };
+      expect(await groupLabels(rec.store, customers)).toEqual(await groupLabels(scan, customers));
+      expect(spanReads(rec.sql)).toEqual([]);
+    }
+  });
+
+  it('dailyCosts (the console series): equal the scan, no span read', async () => {
+    const scan = scanning(store);
+    for (const range of [ranges.today, ranges['this month']])
+      for (const by of ['model', 'customer'] as const) {
+        const rec = recording(store);
+        const f = { orgId: 'org_a', ...range, by };
+        expect(await dailyCosts(rec.store, f)).toEqual(await dailyCosts(scan, f));
+        expect(spanReads(rec.sql)).toEqual([]);
+      }
+  });
+
+  it('readSpend and readHistory (budget watcher, GET /v1/budget, forecast): equal the scan, no span read', async () => {
+    const scan = scanning(store);
+    for (const by of ['customer', 'model'] as const) {
+      const rec = recording(store);
+      expect(await readSpend(rec.store, 'org_a', NOW, by)).toEqual({ ...(await readSpend(scan, 'org_a', NOW, by)) });
+      expect(await readHistory(rec.store, 'org_a', NOW)).toEqual(await readHistory(scan, 'org_a', NOW));
+      expect(spanReads(rec.sql)).toEqual([]);
+    }
+  });
+
+  it('a row started after the cut: that edge alone is read from the spans, and the report still equals the scan', async () => {
+    const late = busyDay()
+      .slice(0, 3)
+      .map((r) => ({ ...r, span_id: `${r.span_id}-late`, start_time: NOW + 3_600_000, end_time: NOW + 3_600_500, start_date: '2026-11-26' }));
+    await store.insertLines(buf(late), late.length);
+    const scan = scanning(store);
+    const route = await reportRoute(store, { orgId: 'org_a', ...ranges['this month'] });
+    expect(route).toEqual({ days: { from: '2026-11-01', to: '2026-11-26' }, edges: [{ from: TODAY, to: NOW + 1 }] });
+    for (const [by] of GROUPINGS) {
+      const f = { orgId: 'org_a', ...ranges['this month'], by };
+      expect(await usageReport(store, f), by).toEqual(await usageReport(scan, f));
+    }
+  });
+});
