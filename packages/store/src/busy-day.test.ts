@@ -70,7 +70,7 @@ describe('a range ending now, on a day that holds most rows', { timeout: 120_000
     await store.start();
     const rows = busyDay();
     for (let i = 0; i < rows.length; i += 50) await store.insertLines(buf(rows.slice(i, i + 50)), rows.slice(i, i + 50).length);
-  });
+  }, 60_000);
   afterEach(async () => {
     await store.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -144,5 +144,58 @@ describe('a range ending now, on a day that holds most rows', { timeout: 120_000
       const f = { orgId: 'org_a', ...ranges['this month'], by };
       expect(await usageReport(store, f), by).toEqual(await usageReport(scan, f));
     }
+  });
+});
+
+describe('the insert path on a day that holds most rows', { timeout: 120_000 }, () => {
+  let dir: string;
+  let store: DuckDbSpanStore;
+  let statements: string[];
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-busy-insert-'));
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 200, topListsPerDay: 3 });
+    await store.start();
+    statements = [];
+    const inner = store as unknown as { run: (sql: string) => Promise<number> };
+    const run = inner.run.bind(store);
+    inner.run = (sql: string) => {
+      statements.push(sql);
+      return run(sql);
+    };
+  }, 60_000);
+  afterEach(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('looks up no stored trace for a batch of new traces, only the rows since a known one began, and folds only what was written since', async () => {
+    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
+    const byTrace = (t: number) => rows.filter((r) => r.trace_id === `t${t}`);
+    // Whole new traces: nothing to look up.
+    const first = [1, 2, 4, 5].flatMap(byTrace);
+    await store.insertLines(buf(first), first.length);
+    const known = () => statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_known')).at(-1) ?? '';
+    expect(known()).toContain(' AND false ');
+    // A late span of a stored trace (its root brings the customer): the lookup reads from that trace's first start on.
+    const late = byTrace(7).slice(1);
+    await store.insertLines(buf(late), late.length);
+    const root = byTrace(7).slice(0, 1);
+    await store.insertLines(buf(root), root.length);
+    expect(known()).toContain(` AND t.last_start >= ${Math.min(...late.map((r) => r.start_time))} `);
+    // Enough batches for a fold: traces and sessions fold by rowid, the narrow rollups by day.
+    for (let t = 8; t < 120; t += 2) {
+      const b = [...byTrace(t), ...byTrace(t + 1)];
+      if (b.length > 0) await store.insertLines(buf(b), b.length);
+    }
+    const folds = statements.filter((s) => s.startsWith('DELETE FROM traces') || s.startsWith('DELETE FROM sessions_daily'));
+    expect(folds.length).toBeGreaterThan(0);
+    for (const s of folds) expect(s).toMatch(/WHERE rowid >= \d+$/);
+    const scan = scanning(store);
+    for (const by of ['trace', 'session', 'customer', 'model'] as const) {
+      const f = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by };
+      expect(await usageReport(store, f), by).toEqual(await usageReport(scan, f));
+    }
+    const [t7] = await store.query("SELECT DISTINCT customer_id FROM spans WHERE trace_id = 't7'");
+    expect(t7).toEqual({ customer_id: 'cust-3' });
   });
 });

@@ -27,6 +27,7 @@ import {
 } from '@trace-ingest/shared/rollups';
 import { applyDuckDbMigrations, loadColumnList, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import { groupCountSql, listRowsSql, rebuildTopListSql, unmarkSql } from './duckdb-top-lists.js';
+import { TraceFilter } from './trace-filter.js';
 import { dateLiteral, daysBetween, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
 import {
   chunksOf,
@@ -43,6 +44,12 @@ import {
 
 // The parts, for callers that need one of them (tests, tools).
 export { applyDuckDbMigrations, DUCKDB_TYPES, loadDuckDbMigrations, spansSchemaDrift } from './duckdb-migrations.js';
+
+/** Rollups whose keys a day grow with the day's traffic (a row per trace, per session): folded by what was written since the last fold. */
+const GROWING_ROLLUPS: readonly string[] = ['traces', 'sessions_daily'];
+
+/** Days of traces the insert path keeps fingerprints of: a batch's days and the days either side (live traffic: three). */
+const TRACE_FILTER_DAYS = 6;
 
 /** The catalog name the spans file is attached as; queries name the table alone. */
 const CATALOG = 'spans_store';
@@ -123,6 +130,12 @@ export class DuckDbSpanStore implements SpanStore {
   private readonly markedDays = new Set<string>();
   /** Partial rollup rows written since the last compaction. */
   private deltaRows = 0;
+  /** Per growing rollup, the first rowid not folded yet (set at start: rows already there are left as they are). */
+  private readonly unfolded = new Map<string, number>();
+  /** Days whose growing rollups were folded in parts (a key may have a row per part) since the last whole fold. */
+  private readonly partDays = new Set<string>();
+  /** The traces stored on the days inserts write to: a batch of new traces looks nothing up. */
+  private readonly traceFilter = new TraceFilter(TRACE_FILTER_DAYS);
   private readonly compactRows: number;
   /** Device and inode of the file opened at start: the path must still lead to it. */
   private identity: string | undefined;
@@ -182,7 +195,12 @@ export class DuckDbSpanStore implements SpanStore {
       await lockDown(boot, readOnly ? [] : [path.resolve(this.tmpDir)]);
       boot.closeSync();
       this.instance = instance;
-      if (!readOnly) await this.loadMarkedDays();
+      if (!readOnly) {
+        await this.loadMarkedDays();
+        this.unfolded.clear();
+        this.traceFilter.clear();
+        await this.markFolded();
+      }
     } catch (e) {
       this.instance = undefined;
       instance.closeSync();
@@ -382,11 +400,18 @@ export class DuckDbSpanStore implements SpanStore {
     const d = DUCKDB_ROLLUP;
     const days = `start_date BETWEEN DATE '${range.dayLo}' - ${TRACE_WINDOW_DAYS} AND DATE '${range.dayHi}' + ${TRACE_WINDOW_DAYS}`;
     const cands = TRACE_FIELDS.map((f) => f.candidate);
+    const batchTraces = (await this.rows('SELECT org_id, trace_id, CAST(start_date AS VARCHAR) AS d, min(start_time) AS s FROM ti_batch GROUP BY ALL')).map(
+      (r) => ({ org: String(r.org_id), trace: String(r.trace_id), day: String(r.d), start: Number(r.s) }),
+    );
+    const since = await this.storedSince(batchTraces);
     await this.run(
-      `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT t.org_id, t.trace_id, ${cands.map((c) => `min(t.${c}) AS ${c}`).join(', ')} FROM traces t ` +
-        `WHERE t.${days} AND EXISTS (SELECT 1 FROM ti_batch b WHERE b.org_id = t.org_id AND b.trace_id = t.trace_id) GROUP BY t.org_id, t.trace_id`,
+      `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT t.org_id, t.trace_id, ${cands.map((c) => `min(t.${c}) AS ${c}`).join(', ')}, ` +
+        'min(t.first_start) AS first_start, max(t.last_start) AS last_start FROM traces t ' +
+        `WHERE t.${days}${since === null ? ' AND false' : since === undefined ? '' : ` AND t.last_start >= ${since}`} ` +
+        'AND EXISTS (SELECT 1 FROM ti_batch b WHERE b.org_id = t.org_id AND b.trace_id = t.trace_id) GROUP BY t.org_id, t.trace_id',
     );
     await this.bump(`INSERT INTO traces ${traceDeltaSql(d, 'ti_batch', 1)}`);
+    for (const t of batchTraces) this.traceFilter.add(t.day, t.org, t.trace, t.start);
     const value = (e: string) => candidateValueSql(d, e);
     const changed = cands.map((c) => `${value(`k.${c}`)} <> ${value(`least(b.${c}, k.${c})`)}`).join(' OR ');
     await this.run(
@@ -398,11 +423,15 @@ export class DuckDbSpanStore implements SpanStore {
     );
     const set = TRACE_FIELDS.map((f) => `${f.column} = ${value(`r.${f.candidate}`)}`).join(', ');
     await this.run(`UPDATE ti_batch SET ${set} FROM ti_resolved r WHERE ti_batch.org_id = r.org_id AND ti_batch.trace_id = r.trace_id`);
-    const [m] = await this.rows('SELECT count(*) AS n FROM ti_resolved WHERE moved');
+    const [m] = await this.rows(
+      'SELECT count(*) AS n, min(k.first_start) AS lo, max(k.last_start) AS hi FROM ti_resolved r JOIN ti_known k USING (org_id, trace_id) WHERE r.moved',
+    );
     if (Number(m?.n) > 0) {
       // Spans stored before this batch taught their trace a customer (or another field): they move with it, exactly once.
-      const lo = dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS;
-      const window = `start_time BETWEEN ${lo} AND ${dayStartMs(range.dayHi) + (TRACE_WINDOW_DAYS + 1) * DAY_MS - 1}`;
+      // Only the start times of the moved traces' stored spans are read (the traces rows bound them), not the days around the batch.
+      const lo = Math.max(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS, Number(m?.lo));
+      const hi = Math.min(dayStartMs(range.dayHi) + (TRACE_WINDOW_DAYS + 1) * DAY_MS - 1, Number(m?.hi));
+      const window = `start_time BETWEEN ${lo} AND ${hi}`;
       const moved = 'EXISTS (SELECT 1 FROM ti_resolved r WHERE r.moved AND r.org_id = spans.org_id AND r.trace_id = spans.trace_id)';
       for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', -1, `${window} AND ${moved}`, r)}`);
       await this.run(
@@ -417,6 +446,39 @@ export class DuckDbSpanStore implements SpanStore {
     // The days of the batch's spans, not every day between its first and last: start times are the client's and can be centuries apart.
     for (const day of await this.daysOf('ti_batch')) this.touched.add(day);
     await this.unmark('ti_batch', range.dayLo, range.dayHi);
+  }
+
+  /**
+   * Since when the batch's traces may have rows stored within a day of
+   * theirs: null when none may (most batches of live traffic), the earliest
+   * start of those that may, or undefined when the batch's days are too many
+   * to keep (its lookup then reads those days, as before the filter).
+   */
+  private async storedSince(traces: readonly { org: string; trace: string; day: string }[]): Promise<number | null | undefined> {
+    const near = new Map<string, string[]>();
+    for (const t of traces)
+      if (!near.has(t.day))
+        near.set(
+          t.day,
+          [-1, 0, 1].map((n) => dayOf(dayStartMs(t.day) + n * TRACE_WINDOW_DAYS * DAY_MS)),
+        );
+    const all = new Set([...near.values()].flat());
+    if (all.size > TRACE_FILTER_DAYS) return undefined;
+    for (const day of all) {
+      if (this.traceFilter.has(day)) continue;
+      // Once per day and process: the day's traces, read in one pass (2M traces: about a second).
+      const rows = await this.rows(`SELECT org_id, trace_id, min(first_start) AS s FROM traces WHERE start_date = ${dateLiteral(day)} GROUP BY ALL`);
+      this.traceFilter.load(
+        day,
+        rows.map((r) => [String(r.org_id), String(r.trace_id), Number(r.s)] as const),
+      );
+    }
+    let since: number | null = null;
+    for (const t of traces) {
+      const s = this.traceFilter.since(near.get(t.day) ?? [], t.org, t.trace);
+      if (s !== undefined && (since === null || s < since)) since = s;
+    }
+    return since;
   }
 
   /** The distinct UTC days (as text) of the rows of `from` (a table, or a table with its WHERE clause). */
@@ -504,35 +566,63 @@ export class DuckDbSpanStore implements SpanStore {
   }
 
   async compactRollups(): Promise<void> {
-    await this.exclusive(() => this.compactNow());
+    await this.exclusive(() => this.compactNow(true));
   }
 
-  private async compactNow(): Promise<void> {
-    const days = [...this.touched].sort();
+  /**
+   * Folds partial rollup rows into one per key. The narrow rollups (at most
+   * customers x models keys a day) fold the touched days whole; `traces` and
+   * `sessions_daily`, whose keys a day grow with the day's traffic, fold only
+   * the rows written since their last fold (by rowid, which DuckDB reads by
+   * row group), so a fold costs what was written since, not the day. `whole`
+   * folds every day written since the last whole fold, in every rollup
+   * (erasure, compactRollups).
+   */
+  private async compactNow(whole = false): Promise<void> {
+    const days = [...(whole ? new Set([...this.touched, ...this.partDays]) : this.touched)].sort();
     if (days.length === 0) return;
     const inDays = `start_date IN (${days.map((day) => `DATE '${day}'`).join(', ')})`;
     const sums = MEASURES.map((m) => `sum(${m.name}) AS ${m.name}`).join(', ');
+    const tables = [
+      ...DAILY_ROLLUPS.map((r) => ({ table: r.table, keys: r.keys, extra: '' })),
+      {
+        table: 'traces',
+        keys: TRACE_KEYS,
+        extra:
+          `, ${TRACE_EXTRA.map((e) => `${e.agg}(${e.name}) AS ${e.name}`).join(', ')}, ` +
+          TRACE_FIELDS.map((f) => `min(${f.candidate}) AS ${f.candidate}`).join(', '),
+      },
+    ];
     await this.transaction(async () => {
-      for (const r of DAILY_ROLLUPS) {
+      for (const t of tables) {
+        const since = whole ? undefined : this.unfolded.get(t.table);
+        // A part of a key's rows may net no spans but some cost (a reprice's take-back and re-add): only a whole key's rows may go.
+        const [rows, having] = since === undefined ? [inDays, ' HAVING sum(spans) <> 0'] : [`rowid >= ${since}`, ''];
         await this.run(
-          `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${r.keys.join(', ')}, ${sums} FROM ${r.table} WHERE ${inDays} ` +
-            `GROUP BY ${r.keys.join(', ')} HAVING sum(spans) <> 0`,
+          `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${t.keys.join(', ')}, ${sums}${t.extra} FROM ${t.table} WHERE ${rows} ` +
+            `GROUP BY ${t.keys.join(', ')}${having}`,
         );
-        await this.run(`DELETE FROM ${r.table} WHERE ${inDays}`);
-        await this.run(`INSERT INTO ${r.table} SELECT * FROM ti_compact`);
+        await this.run(`DELETE FROM ${t.table} WHERE ${rows}`);
+        await this.run(`INSERT INTO ${t.table} SELECT * FROM ti_compact`);
       }
-      await this.run(
-        `CREATE OR REPLACE TEMP TABLE ti_compact AS SELECT ${TRACE_KEYS.join(', ')}, ${sums}, ` +
-          `${TRACE_EXTRA.map((e) => `${e.agg}(${e.name}) AS ${e.name}`).join(', ')}, ` +
-          `${TRACE_FIELDS.map((f) => `min(${f.candidate}) AS ${f.candidate}`).join(', ')} ` +
-          `FROM traces WHERE ${inDays} GROUP BY ${TRACE_KEYS.join(', ')} HAVING sum(spans) <> 0`,
-      );
-      await this.run(`DELETE FROM traces WHERE ${inDays}`);
-      await this.run('INSERT INTO traces SELECT * FROM ti_compact');
       await this.run('DROP TABLE ti_compact');
     });
+    await this.markFolded();
+    if (whole) this.partDays.clear();
+    else for (const day of this.touched) this.partDays.add(day);
     this.touched.clear();
     this.deltaRows = 0;
+  }
+
+  /** Notes where the growing rollups' unfolded rows begin: after every row there now (appends take higher rowids). */
+  private async markFolded(): Promise<void> {
+    for (const table of GROWING_ROLLUPS) {
+      const since = this.unfolded.get(table) ?? 0;
+      const [r] = await this.rows(`SELECT max(rowid) AS m FROM ${table} WHERE rowid >= ${since}`);
+      // A checkpoint's vacuum may renumber rows downwards: then the next fold starts from the table's end, which only leaves rows unfolded.
+      const [all] = r?.m === null || r?.m === undefined ? await this.rows(`SELECT max(rowid) AS m FROM ${table}`) : [r];
+      this.unfolded.set(table, all?.m === null || all?.m === undefined ? since : Number(all.m) + 1);
+    }
   }
 
   /** Runs `fn` once every write queued before it has finished. */
@@ -672,7 +762,7 @@ export class DuckDbSpanStore implements SpanStore {
         await this.run('DROP TABLE ti_erase_days');
       });
       for (const d of days) this.touched.add(d);
-      await this.compactNow();
+      await this.compactNow(true);
       await this.run('DROP TABLE IF EXISTS ti_erase');
       return counts;
     });
