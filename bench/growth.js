@@ -1,4 +1,4 @@
-// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep] | --growth --reuse <dir>
+// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep] [--busy-day] | --growth --reuse <dir>
 // With CLICKHOUSE_URL set, the same against ClickHouse (one database per run, dropped afterwards).
 //
 // Does ingest and reporting stay flat as the store grows? Loads realistic rows (200 customers
@@ -16,6 +16,8 @@
 //   - the server's RSS after the reads, and the store's bytes on disk.
 // --reuse <dir> measures the reads (and reprice) again on a DuckDB store kept by --keep, without loading:
 // what a change to the read path does at 10M rows, in minutes instead of an hour.
+// --busy-day: every row starts today, before now (a busy install's shape), and the reads are made for
+// today, this month and the 90 days, each ending now (no reprice).
 // Times are medians of 3. Nothing is asserted; the table goes to stdout and the figures to
 // bench/results/growth-<timestamp>.json.
 import { spawn } from 'node:child_process';
@@ -33,11 +35,12 @@ const DAY = 86_400_000;
 const GROUPS = ['customer', 'model', 'provider', 'day', 'span-type', 'trace', 'session', 'workflow'];
 
 function options(argv) {
-  const o = { rows: [1_000_000, 10_000_000], batch: 5000, keep: false, reuse: undefined };
+  const o = { rows: [1_000_000, 10_000_000], batch: 5000, keep: false, reuse: undefined, busyDay: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--growth') continue;
     else if (a === '--keep') o.keep = true;
+    else if (a === '--busy-day') o.busyDay = true;
     else if (a === '--rows') o.rows = argv[++i].split(',').map(Number);
     else if (a === '--batch') o.batch = Number(argv[++i]);
     else if (a === '--reuse') o.reuse = argv[++i];
@@ -113,12 +116,24 @@ async function main() {
     return s;
   };
 
-  const end = Math.floor(Date.now() / DAY) * DAY;
+  const now = Date.now();
+  const today = Math.floor(now / DAY) * DAY;
+  // The busy day's rows start today, up to a minute before the run began.
+  const end = o.busyDay ? now - 60_000 : today;
   const from = end - 90 * DAY;
+  const monthStart = Date.UTC(new Date(now).getUTCFullYear(), new Date(now).getUTCMonth(), 1);
+  // The ranges read: the 90 days before today; or today, this month and 90 days, each up to now.
+  const ranges = o.busyDay
+    ? [
+        { name: 'today', from: today, to: now + 1 },
+        { name: 'month', from: monthStart, to: now + 1 },
+        { name: '90 days', from: now - 90 * DAY, to: now + 1 },
+      ]
+    : [{ name: '', from, to: end }];
   const rand = prng(42);
   // Beyond the last checkpoint: the 40 inserts measured there.
   const total = o.rows.at(-1) + 41 * o.batch;
-  const source = traces(total, end, rand);
+  const source = traces(total, end, rand, o.busyDay ? end - today : 90 * DAY);
   let store = await openStore();
   let stored = 0;
   let sampleTrace = '';
@@ -186,22 +201,39 @@ async function main() {
       await waitReady(`http://127.0.0.1:${port}`, server);
       const sock = path.join(dir, 'admin.sock');
       // The first ranking after a load also rebuilds the top lists of the days the load changed (DuckDB).
+      const r0 = ranges[0];
       for (const by of ['trace', 'session'])
-        figures.firstRanking[by] = await timedOr(`first --by ${by}`, () => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }), 1);
-      for (const by of GROUPS) figures.usage[by] = await timedOr(`--by ${by}`, () => adminPost(sock, '/v1/usage', { orgId, from, to: end, by, limit: 1000 }));
-      const q = `org=bench&from=${new Date(from).toISOString().slice(0, 10)}&to=${new Date(end - DAY).toISOString().slice(0, 10)}`;
+        figures.firstRanking[by] = await timedOr(
+          `first --by ${by}`,
+          () => adminPost(sock, '/v1/usage', { orgId, from: r0.from, to: r0.to, by, limit: 1000 }),
+          1,
+        );
       const get = async (p) => {
         const res = await fetch(`http://127.0.0.1:${consolePort}/console/api/${p}`, { headers: { authorization: `Bearer ${token}` } });
         if (!res.ok) throw new Error(`console ${p}: ${res.status} ${(await res.text()).slice(0, 300)}`);
         return res.json();
       };
-      for (const page of ['overview', 'customers', 'models', 'traces']) figures.console[page] = await timedOr(`console ${page}`, () => get(`${page}?${q}`));
+      for (const r of ranges) {
+        const at = (what) => (r.name === '' ? what : `${r.name}: ${what}`);
+        for (const by of GROUPS)
+          figures.usage[at(by)] = await timedOr(at(`--by ${by}`), () => adminPost(sock, '/v1/usage', { orgId, from: r.from, to: r.to, by, limit: 1000 }));
+        // The console takes whole days: the last one is today's (the busy day) or the day before today.
+        const lastDay = o.busyDay ? today : end - DAY;
+        const q = `org=bench&from=${new Date(r.from).toISOString().slice(0, 10)}&to=${new Date(lastDay).toISOString().slice(0, 10)}`;
+        for (const page of ['overview', 'customers', 'models', 'traces'])
+          figures.console[at(page)] = await timedOr(at(`console ${page}`), () => get(`${page}?${q}`));
+      }
       if (sampleTrace !== '')
         figures.console['one trace'] = await timedOr('console one trace', () => get(`traces/${encodeURIComponent(sampleTrace)}?org=bench`));
       figures.serverRss = memoryOf(server.pid)?.rss ?? NaN;
     } finally {
       server.kill('SIGTERM');
       await exited;
+    }
+    figures.diskBytes = kind === 'duckdb' ? diskBytes(dir) : NaN;
+    if (o.busyDay) {
+      store = await openStore();
+      return figures;
     }
     // reprice of the last month, the CLI process alone (nothing changes: the same catalog priced the rows).
     const t0 = performance.now();
@@ -254,7 +286,7 @@ async function main() {
     console.error(`  growth: checkpoint ${cp}: ${JSON.stringify(r)}`);
   }
   await store.close();
-  print(kind, results);
+  print(kind, results, ranges);
   const out = path.join(root, 'bench/results');
   fs.mkdirSync(out, { recursive: true });
   fs.writeFileSync(path.join(out, `growth-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify({ kind, options: o, results }, null, 2));
@@ -267,7 +299,8 @@ async function main() {
   await sleep(0);
 }
 
-function print(kind, results) {
+function print(kind, results, ranges) {
+  const at = (r, what) => (r.name === '' ? what : `${r.name}: ${what}`);
   const cols = results.map((r) => (r.rows === 0 ? 'empty' : r.rows >= 1e6 ? `${r.rows / 1e6}M` : String(r.rows)));
   const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v < 10 ? 1 : 0)} ms` : '–');
   const us = (v) => (Number.isFinite(v) ? v.toFixed(0) : '–');
@@ -276,14 +309,17 @@ function print(kind, results) {
     ['flush CPU µs/row', ...results.map((r) => us(r.flushCpuUs))],
     ['flush wall µs/row, store reopened', ...results.map((r) => us(r.flushReopenedWallUs))],
     ...['trace', 'session'].map((g) => [`first --by ${g} after load`, ...results.map((r) => ms(r.firstRanking?.[g]))]),
-    ...GROUPS.map((g) => [`usage --by ${g}`, ...results.map((r) => ms(r.usage?.[g]))]),
-    ...['overview', 'customers', 'models', 'traces', 'one trace'].map((p) => [`console ${p}`, ...results.map((r) => ms(r.console?.[p]))]),
+    ...ranges.flatMap((rg) => GROUPS.map((g) => [at(rg, `usage --by ${g}`), ...results.map((r) => ms(r.usage?.[at(rg, g)]))])),
+    ...ranges.flatMap((rg) =>
+      ['overview', 'customers', 'models', 'traces'].map((p) => [at(rg, `console ${p}`), ...results.map((r) => ms(r.console?.[at(rg, p)]))]),
+    ),
+    ['console one trace', ...results.map((r) => ms(r.console?.['one trace']))],
     ['reprice 30 days', ...results.map((r) => (r.reprice ? `${(r.reprice.ms / 1000).toFixed(1)} s` : '–'))],
     ['reprice peak RSS', ...results.map((r) => (r.reprice ? `${(r.reprice.peakRss / 2 ** 20).toFixed(0)} MiB` : '–'))],
     ['server RSS after reads', ...results.map((r) => (r.serverRss ? `${(r.serverRss / 2 ** 20).toFixed(0)} MiB` : '–'))],
     ['store on disk', ...results.map((r) => (Number.isFinite(r.diskBytes) ? `${(r.diskBytes / 2 ** 30).toFixed(2)} GiB` : '–'))],
   ];
-  const head = [`growth (${kind})`, ...cols];
+  const head = [`growth (${kind}${ranges.length > 1 ? ', one busy day' : ''})`, ...cols];
   const w = head.map((_, i) => Math.max(...[head, ...lines].map((l) => String(l[i]).length)));
   const fmtLine = (l) => l.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join('  ');
   console.log(fmtLine(head));

@@ -30,10 +30,10 @@ function text(rand, chars) {
   return parts.join(' ').slice(0, chars);
 }
 
-/** Realistic traces in start-time order: `total` spans spread evenly over the 90 days before `end`. */
-export function* traces(total, end, rand) {
-  const start = end - 90 * DAY;
-  const step = (90 * DAY) / total;
+/** Realistic traces in start-time order: `total` spans spread evenly over the `span` ms (90 days) before `end`. */
+export function* traces(total, end, rand, span = 90 * DAY) {
+  const start = end - span;
+  const step = span / total;
   let made = 0;
   let t = 0;
   while (made < total) {
