@@ -463,7 +463,8 @@ export class DuckDbSpanStore implements SpanStore {
           [-1, 0, 1].map((n) => dayOf(dayStartMs(t.day) + n * TRACE_WINDOW_DAYS * DAY_MS)),
         );
     const all = new Set([...near.values()].flat());
-    if (all.size > TRACE_FILTER_DAYS) return undefined;
+    // Days beyond the years 0000-9999 (a day either side of the calendar's ends) have no DATE literal: read as before.
+    if (all.size > TRACE_FILTER_DAYS || [...all].some((day) => !/^\d{4}-\d{2}-\d{2}$/.test(day))) return undefined;
     for (const day of all) {
       if (this.traceFilter.has(day)) continue;
       // Once per day and process: the day's traces, read in one pass (2M traces: about a second).
