@@ -70,8 +70,10 @@ async function receiver() {
         signatureOk: secrets.some((s) => verifySignature(header, body, s)),
       };
       got.push(alert);
+      // The answer is the status set when the POST arrived, so a test that counts arrivals knows what each was told.
+      const answer = status;
       setTimeout(() => {
-        res.statusCode = status;
+        res.statusCode = answer;
         res.end();
       }, holdMs);
     });
