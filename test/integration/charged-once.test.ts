@@ -12,15 +12,7 @@ import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServerForTest, type ChildServer } from './support/child-server.js';
 import { startTestServer } from './support/ingest-server.js';
 import { timedIngest } from './support/timed.js';
-
-const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.TI_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-function withSchema(url: string, schema: string): string {
-  const u = new URL(url);
-  u.searchParams.set('schema', schema);
-  return u.toString();
-}
+import { PG_URL, REDIS_URL, withSchema } from './support/services.js';
 
 /**
  * The quota count of a batch already in the write log is owed, not awaited:

@@ -9,13 +9,12 @@ import { makeBulkPayload } from '../factories.js';
 import { startChildServerForTest } from './support/child-server.js';
 import { startTcpProxy } from './support/tcp-proxy.js';
 import { timedFetch, timedIngest } from './support/timed.js';
+import { PG_URL, withSchema } from './support/services.js';
 
-const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-function withSchema(url: string, schema: string, port?: number): string {
+/** The same URL through another port (the proxy's). */
+function viaPort(url: string, port: number): string {
   const u = new URL(url);
-  u.searchParams.set('schema', schema);
-  if (port !== undefined) u.port = String(port);
+  u.port = String(port);
   return u.toString();
 }
 
@@ -88,7 +87,7 @@ describe('a control store on PostgreSQL that is locked or frozen', () => {
 
   it('answers 503 within the query timeout while PostgreSQL does not answer at all, and serves again after', async () => {
     const proxy = await startTcpProxy({ host: new URL(PG_URL).hostname, port: Number(new URL(PG_URL).port || 5432) });
-    const server = await start(withSchema(PG_URL, schema, proxy.port));
+    const server = await start(viaPort(withSchema(PG_URL, schema), proxy.port));
     expect((await timedIngest(server.url, key, makeBulkPayload(1, 2))).status).toBe(202);
 
     // Frozen: connections stay open, nothing comes back (SIGSTOP, a partition).

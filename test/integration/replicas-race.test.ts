@@ -11,15 +11,7 @@ import { usageReport, type GroupBy } from '@trace-ingest/store/reports';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { scanning } from '../rollup-traffic.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
-
-const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.TI_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-function withSchema(url: string, schema: string): string {
-  const u = new URL(url);
-  u.searchParams.set('schema', schema);
-  return u.toString();
-}
+import { PG_URL, REDIS_URL, withSchema } from './support/services.js';
 
 const DAY = Date.UTC(2026, 9, 14, 12);
 const GROUPINGS: GroupBy[] = ['customer', 'model', 'provider', 'day', 'span-type', 'workflow', 'trace', 'session'];

@@ -12,19 +12,10 @@ import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
+import { PG_URL, REDIS_URL, withSchema } from './support/services.js';
 
 const CLI = fileURLToPath(new URL('../../packages/cli/bin/trace-ingest.js', import.meta.url));
 const run = promisify(execFile);
-
-// The same servers as the unit tests, overridable the same way.
-const PG_URL = process.env.TI_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.TI_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-function withSchema(url: string, schema: string): string {
-  const u = new URL(url);
-  u.searchParams.set('schema', schema);
-  return u.toString();
-}
 
 /**
  * Three real server processes behind no balancer but the test itself, on
