@@ -105,13 +105,14 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
   });
 
   /** The store's derivation, on the chdb session (the only writer: an in-process lease). */
-  const deriver = () =>
+  const deriver = (lists?: ClickHouseTopLists) =>
     new ClickHouseDeriver(
       {
         query: async (sql) => parseLines<Record<string, unknown>>(session.query(`${sql} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow')),
         command: async (sql) => void session.query(sql),
       },
       new InProcessLease(),
+      lists,
     );
 
   afterAll(async () => {
@@ -140,11 +141,13 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       '0006_top_lists',
       '0007_billing_dimensions',
       '0008_derived_tables',
+      '0009_top_lists_derived',
     ]);
     expect(await applyClickHouseMigrations(db, 'trace_ingest')).toEqual([]);
     expect(session.query('SELECT version, count() FROM schema_migrations FINAL GROUP BY version ORDER BY version', 'CSV').trim()).toBe(
       '"0001_spans",1\n"0002_rollups",1\n"0003_sessions_workflows_daily",1\n"0004_retention_columns",1\n' +
-        '"0005_customers_models_daily",1\n"0006_top_lists",1\n"0007_billing_dimensions",1\n"0008_derived_tables",1',
+        '"0005_customers_models_daily",1\n"0006_top_lists",1\n"0007_billing_dimensions",1\n"0008_derived_tables",1\n' +
+        '"0009_top_lists_derived",1',
     );
     expect(session.query("SELECT engine, sorting_key, partition_key FROM system.tables WHERE database = 'trace_ingest' AND name = 'spans'", 'CSV').trim()).toBe(
       '"ReplacingMergeTree","org_id, start_date, trace_id, span_id","toYYYYMM(start_date)"',
@@ -255,7 +258,6 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
       for (const r of t.spans.map((x) => spanToRow(t, x, { orgId: 'org_rank', keyPrefix: 'ti_x', receivedAt: 1 }, costs))) rows.push(weighted(r, 1));
     }
     session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.join('\n')}`);
-    await deriver().settle();
     const query = async (sql: string, params: readonly unknown[] = []) =>
       parseLines<Record<string, unknown>>(session.query(`${bindParams(sql, params)} SETTINGS output_format_json_quote_64bit_integers = 0`, 'JSONEachRow'));
     // Top lists of three a day: rankings of up to three read them, longer ones cut the traces table.
@@ -266,8 +268,9 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
         mutate: async (table, action) => void session.query(`ALTER TABLE ${table} ${action} SETTINGS mutations_sync = 1`),
       },
       3,
-      1,
     );
+    // The derivation builds the lists of the days it derives.
+    await deriver(topLists).settle();
     const read = (rollups: boolean, lists = false) => ({ kind: 'clickhouse', rollups, query, ...(lists ? { topLists } : {}) }) as unknown as SpanStore;
     const f = { orgId: 'org_rank', from: day, to: day + 86_400_000 };
     const expectRanksAsScan = async (range: { from: number; to: number }, groups: { trace: number; session: number }) => {
@@ -292,7 +295,7 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
         .map((r) => weighted(r, 1))
         .join('\n')}`,
     );
-    await deriver().settle();
+    await deriver(topLists).settle();
     // The late span names no session: it takes its trace's (sess-0), as the derivation resolves trace-level fields.
     await expectRanksAsScan({ from: day, to: day + 2 * 86_400_000 }, { trace: 8, session: 3 });
     expect((await usageReport(read(true, true), { ...f, to: day + 2 * 86_400_000, by: 'trace', limit: 1 }))[0]).toMatchObject({

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseSpanStore, type ClickHouseSpanStoreOptions } from '@trace-ingest/store/clickhouse';
+import { ClickHouseDeriver, InProcessLease } from '@trace-ingest/store/clickhouse-derive';
+import type { SpanStore } from '@trace-ingest/store/span-store';
 import { countGroups, groupLabels, RefreshScope, reprice, usageReport } from '@trace-ingest/store/reports';
 import type { SpanRow } from '@trace-ingest/shared/rows';
 import { buf, derived, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../rollup-traffic.js';
@@ -86,8 +88,8 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
   }, 120_000);
 
   it("ranks a range's traces from per-day lists, as a scan does, through late spans on another day, an erasure and retention", async () => {
-    // Lists of three a day, current one second after their day's last write (so reads both rebuild and find lists current).
-    const opts = { topListsPerDay: 3, topListsMarginSeconds: 1 };
+    // Lists of three a day, built by each check's derivation.
+    const opts = { topListsPerDay: 3 };
     let store = await freshStore(opts);
     try {
       await expectListsRankAsScan(() => store, {
@@ -105,52 +107,71 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       // The erased customer's traces are gone from every build of the lists, not only from the current ones.
       const [erased] = await store.query("SELECT count() AS n FROM trace_tops WHERE substring(customer_c, 17) = 'cust-2'");
       expect(Number(erased?.n)).toBe(0);
-      // Once built, a day's list is read as it is until its day gets rows again.
-      const range = ['2026-10-01', '2026-10-12'] as const;
-      await store.topLists.refresh('trace', 'org_a', ...range);
-      await new Promise((r) => setTimeout(r, 1100));
-      expect(await store.topLists.staleDays('trace', 'org_a', ...range)).toEqual([]);
+      // A built list is current until its day is derived again, and the derivation builds it again at once.
+      expect(await store.topLists.outOfDate('trace')).toEqual([]);
       const [row] = traffic(5)[0]!.rows;
       await store.insertLines(buf([{ ...row!, span_id: 'one-more' }]), 1);
-      expect(await store.topLists.staleDays('trace', 'org_a', ...range)).toEqual([row!.start_date]);
+      expect(await store.topLists.ready('trace', 'org_a', '2026-10-01', '2026-10-12')).toBe(true);
+      await derived(store);
+      expect(await store.topLists.outOfDate('trace')).toEqual([]);
+      expect(await store.topLists.outOfDate('session')).toEqual([]);
     } finally {
       await store.close();
     }
   }, 120_000);
 
-  it("builds a day just written once for a page's ranking, count and labels that share a scope", async () => {
-    // The default margin: every read within 10 s of a day's last write builds its list again.
+  it('ranks without writing: a read of days whose lists are not built reads the derived rows, and builds nothing', async () => {
     const store = await freshStore({ topListsPerDay: 3 });
     try {
       for (const b of traffic(5)) await store.insertLines(buf(b.rows), b.rows.length);
-      await derived(store);
-      const [d] = await store.query("SELECT uniqExact(start_date) AS n FROM spans WHERE org_id = 'org_a'");
-      const days = Number(d?.n);
-      // Every day of the traffic, and none within the labels' week on either side.
+      // The rollups derived, the lists not yet (a pass between its derivation and its lists).
+      await new ClickHouseDeriver({ query: (sql) => store.query(sql), command }, new InProcessLease()).settle();
       const window = { orgId: 'org_a', from: Date.parse('2026-09-20T00:00:00Z'), to: Date.parse('2026-10-20T00:00:00Z') };
-      const stale = vi.spyOn(store.topLists, 'staleDays');
-      const built = async () => (await Promise.all(stale.mock.results.map((r) => r.value as Promise<string[]>))).flat().length;
-      const page = async (scope?: RefreshScope) => {
-        const [rows, count] = await Promise.all([
-          usageReport(store, { ...window, by: 'trace', limit: 3 }, scope),
-          countGroups(store, { ...window, by: 'trace' }, scope),
+      // The server's count of INSERT statements (this file's own server; nothing derives in the background), and the mutations.
+      const written = async () => (await store.query("SELECT value AS n FROM system.events WHERE event = 'InsertQuery'"))[0]?.n;
+      const mutations = async () => (await store.query('SELECT count() AS n FROM system.mutations WHERE database = currentDatabase()'))[0]?.n;
+      const page = async (s: SpanStore) => {
+        const scope = new RefreshScope();
+        const [rows, count, sessions] = await Promise.all([
+          usageReport(s, { ...window, by: 'trace', limit: 3 }, scope),
+          countGroups(s, { ...window, by: 'trace' }, scope),
+          usageReport(s, { ...window, by: 'session', limit: 2 }, scope),
         ]);
-        return { rows, count, labels: await groupLabels(store, { ...window, by: 'trace', groups: rows.map((r) => r.group) }, scope) };
+        return { rows, count, sessions, labels: await groupLabels(s, { ...window, by: 'trace', groups: rows.map((r) => r.group) }, scope) };
       };
-      const apart = await page();
-      expect(await built()).toBe(3 * days);
-      stale.mockClear();
-      const shared = await page(new RefreshScope());
-      expect(await built()).toBe(days);
-      expect(shared).toEqual(apart);
-      expect(shared.count).toBe(60);
+      const scan = await page(scanning(store));
+      expect(scan.count).toBe(60);
+      const expectReadOnly = async () => {
+        const [before, m] = [await written(), await mutations()];
+        const read = await page(store);
+        expect(read.rows).toEqual(scan.rows);
+        expect(read.sessions).toEqual(scan.sessions);
+        expect(read.count).toBe(scan.count);
+        expect(Object.keys(read.labels).sort()).toEqual(scan.rows.map((r) => r.group).sort());
+        expect(await written()).toEqual(before);
+        expect(await mutations()).toBe(m);
+      };
+      expect(await store.topLists.ready('trace', 'org_a', '2026-09-20', '2026-10-20')).toBe(false);
+      await expectReadOnly();
+      const [none] = await store.query('SELECT count() AS n FROM trace_tops');
+      expect(Number(none?.n)).toBe(0);
+      // The derivation builds the lists; the reads then take them, and still write nothing.
+      await derived(store);
+      const [built] = await store.query('SELECT count() AS n FROM trace_tops');
+      expect(Number(built?.n)).toBeGreaterThan(0);
+      expect(await store.topLists.ready('trace', 'org_a', '2026-09-20', '2026-10-20')).toBe(true);
+      await expectReadOnly();
+      // Spans written since, not yet derived: the reads stay on the derived rows and lists as they are.
+      const [row] = traffic(5)[0]!.rows;
+      await store.insertLines(buf([{ ...row!, span_id: 'one-more' }]), 1);
+      await expectReadOnly();
     } finally {
       await store.close();
     }
   }, 60_000);
 
   it("finds a trace of two days whose first day's list was built before its second day had rows", async () => {
-    const store = await freshStore({ topListsPerDay: 3, topListsMarginSeconds: 1 });
+    const store = await freshStore({ topListsPerDay: 3 });
     try {
       const [template] = traffic(5)[0]!.rows;
       const at = (day: string, hour: number) => Date.parse(`2026-10-${day}T${String(hour).padStart(2, '0')}:00:00Z`);
@@ -172,17 +193,19 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       await store.insertLines(buf(rows), rows.length);
       await derived(store);
       const f = { orgId: 'org_a', from: at('05', 0), to: at('07', 0), by: 'trace' as const, limit: 3 };
-      const settle = () => new Promise((r) => setTimeout(r, 1100));
-      await settle();
-      await usageReport(store, f);
       const [held] = await store.query("SELECT count() AS n FROM trace_tops WHERE trace_id = 'late'");
       expect(Number(held?.n)).toBe(0);
-      await settle();
-      // The trace's costly span on the next day: only that day changed.
+      // The trace's costly span on the next day: only that day changed, and its derivation alone.
       await store.insertLines(buf([row('late', 'b', at('06', 1), '100')]), 1);
+      expect(await store.pendingDerivation('org_a')).toEqual([{ org: 'org_a', day: '2026-10-06' }]);
       await derived(store);
-      expect(await store.topLists.staleDays('trace', 'org_a', '2026-10-05', '2026-10-07')).toEqual(['2026-10-06']);
-      // Its build finds the trace of two days, and the first day's list is built again to hold it.
+      // Its build found the trace of two days, and the first day's list was built again to hold it, in the same pass.
+      expect(await store.topLists.outOfDate('trace')).toEqual([]);
+      const [now] = await store.query(
+        "SELECT count() AS n FROM trace_tops WHERE trace_id = 'late' AND (start_date, build) IN " +
+          "(SELECT list_day, max(build) FROM top_list_marks WHERE list = 'trace' GROUP BY list_day)",
+      );
+      expect(Number(now?.n)).toBe(2);
       const ranked = await usageReport(store, f);
       expect(ranked[0]).toMatchObject({ group: 'late', spans: 2, costs: { total_cost: '101' } });
       expect(ranked).toEqual(await usageReport(scanning(store), f));

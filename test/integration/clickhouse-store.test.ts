@@ -109,6 +109,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
             '0006_top_lists',
             '0007_billing_dimensions',
             '0008_derived_tables',
+            '0009_top_lists_derived',
           ],
         }) as unknown,
         msg: 'ClickHouse migrations applied',
@@ -138,6 +139,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
       { version: '0006_top_lists', n: 1 },
       { version: '0007_billing_dimensions', n: 1 },
       { version: '0008_derived_tables', n: 1 },
+      { version: '0009_top_lists_derived', n: 1 },
     ]);
     const cols = await store.query("SELECT name FROM system.columns WHERE database = ? AND table = 'spans'", [db]);
     // Beside the rows' columns: the derived metadata pairs, the rollups' weight (0002_rollups) and the retention written for TTLs (0004).
@@ -177,6 +179,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
         '0006_top_lists',
         '0007_billing_dimensions',
         '0008_derived_tables',
+        '0009_top_lists_derived',
       ]);
       expect(warnings).toEqual([expect.objectContaining({ version: '0001_spans', recorded: '' })]);
     } finally {

@@ -34,6 +34,8 @@ import type { Lease, QueryRow } from './span-store.js';
  *    number (`<table>_d`), then the marks naming that number with the
  *    counters read before step 1: readers see a day's rows of its latest
  *    mark only (the views named as the tables), so a day switches whole.
+ * 3. builds the top lists (clickhouse-top-lists.ts) of every day whose list
+ *    does not name the day's current derivation: the days just derived.
  * A write after the counters were read changes them, so its day is derived
  * again; step 1's own writes do too, and the next pass finds nothing to
  * move and records the settled counter. No rule depends on a clock.
@@ -188,9 +190,11 @@ export class ClickHouseDeriver {
   constructor(
     private readonly server: DeriveServer,
     private readonly lease: Lease,
+    /** The top lists built from the derived rows at the end of each pass (none: no lists). */
+    private readonly lists?: { build(): Promise<number> },
   ) {}
 
-  /** One pass (queued behind any running one); the number of days it derived, or undefined without the lease. */
+  /** One pass (queued behind any running one); the number of days it derived and lists it built, or undefined without the lease. */
   pass(): Promise<number | undefined> {
     const next = this.chain.then(() => this.runPass());
     this.chain = next.catch(() => undefined);
@@ -242,7 +246,8 @@ export class ClickHouseDeriver {
     if (!(await this.lease.hold())) return undefined;
     const states = await this.states();
     const dirty = states.filter((s) => s.marked !== s.changes);
-    if (dirty.length === 0) return 0;
+    // The top lists of the days just derived (and of any day whose list is behind its derivation), under the same lease.
+    if (dirty.length === 0) return (await this.lists?.build()) ?? 0;
     const [max] = await this.server.query(`SELECT max(derivation) AS v FROM ${MARKS}`);
     this.derivation = Math.max(this.derivation, Number(max?.v ?? 0)) + 1;
     const v = this.derivation;
@@ -276,14 +281,11 @@ export class ClickHouseDeriver {
           `INSERT INTO ${MARKS} (org_id, start_date, derivation, changes) VALUES ` +
             chunk.map((d) => bindParams(`(?, ${day(d)}, ${v}, ?)`, [org, known.get(d) ?? 0])).join(', '),
         );
-        // The top lists of these days are built again from the rows just derived.
-        await this.server.command(
-          bindParams(`INSERT INTO top_list_changes (org_id, start_date, changed_at) SELECT ?, arrayJoin([${dayList(chunk)}]), now()`, [org]),
-        );
         for (const d of chunk) this.sinceCleanup.set(`${org}\u0000${d}`, v);
         derived += chunk.length;
       }
     }
+    derived += (await this.lists?.build()) ?? 0;
     if (++this.passes % 30 === 0) await this.cleanup();
     return derived;
   }

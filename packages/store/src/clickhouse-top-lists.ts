@@ -1,44 +1,41 @@
 /**
- * The per-day top lists of top-lists.ts on ClickHouse (migration 0006).
+ * The per-day top lists of top-lists.ts on ClickHouse (migrations 0006, 0009).
  *
- * ClickHouse has no transaction in which a write could mark a day's list out
- * of date, as DuckDB's insert does. Instead a view on `spans` records, with
- * every insert, the server's time each org's day got rows
- * (`top_list_changes`), and a read rebuilds the days of its range whose
- * latest build did not begin at least CHANGE_MARGIN_SECONDS after their last
- * change. The margin covers the time between that record and the moment the
- * same insert's rollup parts become visible: one insert's views run one
- * after another, and a current server commits a view's part only when the
- * insert ends.
+ * The lists are derived tables: the derivation pass (clickhouse-derive.ts),
+ * under its lease, builds a day's lists right after it derived that day, and
+ * each list mark names the derivation of the day it was built from. A read
+ * builds nothing: a day's list is current when its latest mark names the
+ * day's current derivation (`derived_marks`), and a ranking over a day whose
+ * list is not current reads the derived rows instead. No rule depends on a
+ * clock.
  *
- * A build never deletes: its rows carry its number (`build`, increasing), a
- * mark records the day's latest build and the server's clock when it began
- * (`built_at`), and readers take each day's rows of its latest build. The
- * tables replace a group's older rows as they merge.
+ * A build never deletes: its rows carry its number (`build`, one above the
+ * latest, taken under the lease), a mark records the day's latest build, and
+ * readers take each day's rows of its latest build. The tables replace a
+ * group's older rows as they merge.
  *
  * A day's list holds its `perDay` costliest groups of that day alone and
  * every group seen on another day within TOP_LISTS_WINDOW_DAYS (`multi`):
  * a superset of the day's `perDay` costliest, found in one grouping. A
  * group may get rows on a neighbouring day after that day's list was built,
  * when it was of one day and not among the costliest: the build that finds
- * it of several days then records the neighbour's day as changed, and a
- * refresh builds the days of its range so recorded before it reads. So the
- * lists of a range hold every row in it of each group with rows on several
- * of its days, and a group with rows on one of its days only ranks among the
- * first `perDay` of the range only if it does in that day's list.
+ * it of several days marks the neighbour's list out of date (a mark naming
+ * no derivation) before its own mark, and the same pass builds the
+ * neighbour again. So the current lists of a range hold every row in it of
+ * each group with rows on several of its days, and a group with rows on one
+ * of its days only ranks among the first `perDay` of the range only if it
+ * does in that day's list.
  */
 import { MEASURES } from '@trace-ingest/shared/rollups';
 import { bindParams, costDescending } from './clickhouse-sql.js';
 import type { QueryRow, SqlPart, TopListName, TopLists } from './span-store.js';
 import { addDays, checkedDay, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
 
-/** Seconds after a day's last change at which a build of its list is current (at least 1: the clock counts whole seconds). */
-export const CHANGE_MARGIN_SECONDS = 10;
-
 const MARKS = 'top_list_marks';
-const CHANGES = 'top_list_changes';
+/** The derivation marks of clickhouse-derive.ts: the current derivation of each (org, day). */
+const DERIVED = 'derived_marks';
 const W = TOP_LISTS_WINDOW_DAYS;
-/** Builds of a refresh after its first, for days a build found lacking a group of several days. */
+/** Builds of a pass after its first, for days a build found lacking a group of several days (left over: built next pass). */
 const MAX_PASSES = 8;
 
 const day = (d: string): string => `toDate('${checkedDay(d)}')`;
@@ -75,26 +72,25 @@ function currentSql(name: TopListName, org: string, days: (column: string) => st
 /**
  * The statements that build the lists of `days` (sorted, at most
  * TOP_LISTS_CHUNK_DAYS) of one org (`org`: a bound string literal) as of
- * build `build` (a number above every earlier build's), begun at `builtAt`
- * (epoch seconds, the server's clock), and then (`neighbours`) the query for
- * the days around them whose lists lack a group these days found of several
- * days.
+ * build `build` (a number above every earlier build's): `rows`, then
+ * `neighbours` (the query for the days around them whose lists lack a group
+ * these days found of several days), then `mark` (each day's mark, naming the
+ * derivation of the day the rows were built from).
  */
 export function buildTopListSql(
   list: TopList,
   name: TopListName,
   org: string,
   days: readonly string[],
-  b: { build: number; builtAt: number },
+  b: { build: number },
   perDay: number,
-): { statements: string[]; neighbours: string } | undefined {
+): { rows: string; mark: string; neighbours: string } | undefined {
   const first = days[0];
   const last = days[days.length - 1];
   if (first === undefined || last === undefined) return undefined;
   const g = list.group;
   const inDays = `start_date IN (${dayList(days)})`;
   const build = `toUInt64(${Math.trunc(b.build)})`;
-  const at = `toDateTime(${Math.trunc(b.builtAt)})`;
   const near = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))}`;
   const around = (c: string) => `${near(c)} AND ${c} NOT IN (${dayList(days)})`;
   const built = `SELECT ${g} FROM ${list.table} WHERE org_id = ${org} AND ${inDays} AND build = ${build} AND multi = 1`;
@@ -120,14 +116,14 @@ export function buildTopListSql(
   const own =
     `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
     (days.length === 1 ? `FROM (${dayRowsSql(list, org, inDays, `${g} IN (${kept})`)})` : `FROM (${dayRowsSql(list, org, inDays)}) ${ranked('total_cost')}`);
+  const derivations = `SELECT start_date AS list_day, max(derivation) AS derivation FROM ${DERIVED} WHERE org_id = ${org} AND ${inDays} GROUP BY start_date`;
   return {
-    statements: [
-      own,
-      // The mark last: a build's mark is seen only once its rows are.
-      `INSERT INTO ${MARKS} (org_id, list, list_day, build, built_at, groups) SELECT ${org}, '${name}', list_day, ${build}, ${at}, groups ` +
-        `FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
-        `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day`,
-    ],
+    rows: own,
+    mark:
+      `INSERT INTO ${MARKS} (org_id, list, list_day, build, derivation, groups) SELECT ${org}, '${name}', list_day, ${build}, derivation, groups ` +
+      `FROM (SELECT list_day, groups FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
+      `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day) ` +
+      `ANY LEFT JOIN (${derivations}) v USING list_day`,
     neighbours:
       // The groups this build found of several days, from its own rows: cheaper than finding them again.
       `SELECT DISTINCT toString(start_date) AS day FROM (${keysSql(list, org, `${around('start_date')} AND ${g} IN (${built})`)}) ` +
@@ -163,17 +159,15 @@ export interface TopListsServer {
 }
 
 /**
- * The top lists of a ClickHouse store. One refresh at a time per store, so
- * reads that arrive together build a day once.
+ * The top lists of a ClickHouse store: read by rankings, built only by the
+ * derivation pass (build), which holds the derivation lease.
  */
 export class ClickHouseTopLists implements TopLists {
-  private chain: Promise<unknown> = Promise.resolve();
   private lastBuild = 0;
 
   constructor(
     private readonly server: TopListsServer,
     readonly perDay: number = TOP_LISTS_PER_DAY,
-    private readonly marginSeconds: number = CHANGE_MARGIN_SECONDS,
   ) {}
 
   rows(name: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart {
@@ -184,73 +178,104 @@ export class ClickHouseTopLists implements TopLists {
     return groupCountSql(name, orgId, fromDay, toDay);
   }
 
-  refresh(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
-    const next = this.chain.then(() => this.rebuildStale(name, orgId, fromDay, toDay));
-    this.chain = next.catch(() => undefined);
-    return next;
+  /** Whether every derived day of the range has its list built from its current derivation (a read). */
+  async ready(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<boolean> {
+    return (await this.outOfDate(name, orgId, fromDay, toDay)).length === 0;
   }
 
-  /** The days of a range whose latest build began less than the margin after their last change. */
-  async staleDays(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<string[]> {
-    const lo = day(fromDay);
-    const hi = day(toDay);
+  /** The derived (org, day)s, of one org and range when given, whose latest list mark does not name their current derivation. */
+  async outOfDate(name: TopListName, orgId?: string, fromDay?: string, toDay?: string): Promise<{ org: string; day: string }[]> {
+    const where = (c: string) =>
+      [
+        ...(orgId === undefined ? [] : [bindParams('org_id = ?', [orgId])]),
+        ...(fromDay === undefined ? [] : [`${c} >= ${day(fromDay)}`]),
+        ...(toDay === undefined ? [] : [`${c} < ${day(toDay)}`]),
+      ]
+        .map((w) => ` AND ${w}`)
+        .join('');
     const rows = await this.server.query(
-      bindParams(
-        `SELECT toString(d) AS day, toUInt32(c) AS changed, toUInt32(b) AS built FROM (SELECT start_date AS d, max(changed_at) AS c FROM ${CHANGES} ` +
-          `WHERE org_id = ? AND start_date >= ${lo} AND start_date < ${hi} GROUP BY start_date) c ANY LEFT JOIN ` +
-          `(SELECT list_day AS d, argMax(built_at, build) AS b FROM ${MARKS} WHERE org_id = ? AND list = ? AND list_day >= ${lo} AND list_day < ${hi} ` +
-          'GROUP BY list_day) m USING d',
-        [orgId, orgId, name],
-      ),
+      `SELECT org_id AS org, toString(start_date) AS day FROM (SELECT org_id, start_date, max(derivation) AS v FROM ${DERIVED} ` +
+        `WHERE 1 = 1${where('start_date')} GROUP BY org_id, start_date) d ANY LEFT JOIN ` +
+        `(SELECT org_id, list_day AS start_date, argMax(derivation, build) AS lv FROM ${MARKS} WHERE list = '${name}'${where('list_day')} ` +
+        'GROUP BY org_id, list_day) l USING (org_id, start_date) WHERE lv <> v ORDER BY org, day',
     );
-    return rows
-      .filter((r) => Number(r.built) < Number(r.changed) + Math.max(1, this.marginSeconds))
-      .map((r) => String(r.day))
-      .sort();
+    return rows.map((r) => ({ org: String(r.org), day: String(r.day) }));
   }
 
-  private async rebuildStale(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+  /**
+   * Builds the lists of every derived day whose list is out of date (the
+   * derivation pass, under its lease, right after it derived): the number
+   * of (list, org, day)s built.
+   */
+  async build(): Promise<number> {
+    let built = 0;
+    const [max] = await this.server.query(`SELECT max(build) AS b FROM ${MARKS}`);
+    // Numbers taken under the lease, one above the latest: no clock orders two builds.
+    this.lastBuild = Math.max(this.lastBuild, Number(max?.b ?? 0));
+    for (const name of Object.keys(TOP_LISTS) as TopListName[]) {
+      const byOrg = new Map<string, string[]>();
+      for (const { org, day: d } of await this.outOfDate(name)) byOrg.set(org, [...(byOrg.get(org) ?? []), d]);
+      for (const [org, days] of byOrg) built += await this.buildDays(name, org, days);
+    }
+    return built;
+  }
+
+  private async buildDays(name: TopListName, orgId: string, first: readonly string[]): Promise<number> {
     const org = bindParams('?', [orgId]);
-    let days = await this.staleDays(name, orgId, fromDay, toDay);
-    // A build may find days around it whose lists lack a group of several days: those of the range are built
-    // next (each pass flags groups a list lacked, so this ends), the others when a read first needs them.
+    let built = 0;
+    let days = [...first].sort();
+    // A build may find days around it whose lists lack a group of several days: it marks them out of date
+    // before its own mark, and they are built next (each pass flags groups a list lacked, so this ends).
     for (let pass = 0; days.length > 0 && pass < MAX_PASSES; pass++) {
       const next = new Set<string>();
       for (let i = 0; i < days.length; i += TOP_LISTS_CHUNK_DAYS) {
-        const [now] = await this.server.query('SELECT toUInt32(now()) AS t');
-        // Microseconds of this process's clock, never repeated: two builds of a day in one second are told apart.
-        this.lastBuild = Math.max(Date.now() * 1000, this.lastBuild + 1);
         const chunk = days.slice(i, i + TOP_LISTS_CHUNK_DAYS);
-        const sql = buildTopListSql(TOP_LISTS[name], name, org, chunk, { build: this.lastBuild, builtAt: Number(now?.t) }, this.perDay);
+        const sql = buildTopListSql(TOP_LISTS[name], name, org, chunk, { build: ++this.lastBuild }, this.perDay);
         if (sql === undefined) continue;
-        for (const s of sql.statements) await this.server.command(s);
+        await this.server.command(sql.rows);
         // The days this pass builds next find those groups themselves.
         const later = new Set(days.slice(i + TOP_LISTS_CHUNK_DAYS));
         const lacking = (await this.server.query(sql.neighbours)).map((r) => String(r.day)).filter((d) => !later.has(d));
-        if (lacking.length === 0) continue;
-        await this.server.command(
-          bindParams(`INSERT INTO ${CHANGES} (org_id, start_date, changed_at) SELECT ?, arrayJoin([${dayList(lacking)}]), now()`, [orgId]),
-        );
-        for (const d of lacking) if (d >= fromDay && d < toDay) next.add(d);
+        await this.invalidate(name, orgId, lacking);
+        await this.server.command(sql.mark);
+        built += chunk.length;
+        for (const d of lacking) next.add(d);
       }
       days = [...next].sort();
     }
+    return built;
+  }
+
+  /** Marks the lists of these days out of date (a mark naming no derivation): readers leave them, the next build takes them. */
+  private async invalidate(name: TopListName, orgId: string, days: readonly string[]): Promise<void> {
+    if (days.length === 0) return;
+    await this.server.command(
+      bindParams(
+        `INSERT INTO ${MARKS} (org_id, list, list_day, build, derivation, groups) SELECT ?, '${name}', arrayJoin([${dayList(days)}]), ` +
+          `toUInt64(${++this.lastBuild}), toUInt64(0), toUInt64(0)`,
+        [orgId],
+      ),
+    );
   }
 
   /**
    * After an erasure's or a retention's mutations: deletes the lists' rows
    * that match `where` (over a list's columns; every build's, the replaced
-   * ones too), and records the org's built days before `before` (all, when
-   * undefined) as changed, so that builds that ran meanwhile are built again.
+   * ones too), and marks the org's built days before `before` (all, when
+   * undefined) out of date, so that builds that ran meanwhile are built
+   * again by the next derivation pass.
    */
   async forget(orgId: string, where: Partial<Record<TopListName, readonly string[]>>, before?: string): Promise<void> {
     for (const name of Object.keys(where) as TopListName[])
       for (const w of where[name] ?? []) await this.server.mutate(TOP_LISTS[name].table, `DELETE WHERE ${bindParams('org_id = ?', [orgId])} AND (${w})`);
     const until = before === undefined ? '' : ` AND list_day < ${day(before)}`;
+    const [max] = await this.server.query(`SELECT max(build) AS b FROM ${MARKS}`);
+    // Above every build so far, whichever process made it.
     await this.server.command(
       bindParams(
-        `INSERT INTO ${CHANGES} (org_id, start_date, changed_at) ` +
-          `SELECT org_id, list_day, now() FROM ${MARKS} WHERE org_id = ?${until} GROUP BY org_id, list_day`,
+        `INSERT INTO ${MARKS} (org_id, list, list_day, build, derivation, groups) ` +
+          `SELECT org_id, list, list_day, toUInt64(${Number(max?.b ?? 0) + 1}), toUInt64(0), toUInt64(0) FROM ${MARKS} ` +
+          `WHERE org_id = ?${until} GROUP BY org_id, list, list_day`,
         [orgId],
       ),
     );

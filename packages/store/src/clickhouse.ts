@@ -52,8 +52,6 @@ export interface ClickHouseSpanStoreOptions {
   retentionOf?: ((orgId: string) => Retention | undefined) | undefined;
   /** How many traces (and sessions) a day's top list keeps (default TOP_LISTS_PER_DAY). */
   topListsPerDay?: number | undefined;
-  /** Seconds after a day's last write at which its top list, built, is current (default CHANGE_MARGIN_SECONDS). */
-  topListsMarginSeconds?: number | undefined;
   /** Pause between two derivation passes of startBackground (default DERIVE_INTERVAL_MS). */
   deriveIntervalMs?: number | undefined;
 }
@@ -157,11 +155,11 @@ export class ClickHouseSpanStore implements SpanStore {
         mutate: (table, action) => this.mutate(table, action),
       },
       opts.topListsPerDay,
-      opts.topListsMarginSeconds,
     );
     this.deriver = new ClickHouseDeriver(
       { query: (sql) => this.query(sql), command: async (sql) => void (await this.c().command({ query: sql })) },
       { hold: () => (this.lease ?? IN_PROCESS).hold(), close: async () => undefined },
+      this.topLists,
     );
   }
 

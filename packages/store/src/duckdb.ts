@@ -150,7 +150,10 @@ export class DuckDbSpanStore implements SpanStore {
     this.compactRows = opts.compactRows ?? 20_000;
     this.topLists = {
       perDay: opts.topListsPerDay ?? TOP_LISTS_PER_DAY,
-      refresh: (list, org, from, to) => this.refreshTopList(list, org, from, to),
+      ready: async (list, org, from, to) => {
+        await this.refreshTopList(list, org, from, to);
+        return true;
+      },
       rows: (list, org, from, to, cond) => listRowsSql(TOP_LISTS[list], org, from, to, cond),
       groupCount: (list, org, from, to) => groupCountSql(TOP_LISTS[list], org, from, to),
     };

@@ -455,7 +455,8 @@ async function fromTopList(
 ): Promise<UsageRow[] | undefined> {
   const lists = store.topLists;
   if (!store.rollups || lists === undefined || f.limit === undefined || f.limit > lists.perDay) return undefined;
-  await scope.refresh(lists, name, f.orgId, days.from, days.to);
+  // Lists not yet built for the derived rows of a day: the ranking reads the derived rows instead.
+  if (!(await scope.refresh(lists, name, f.orgId, days.from, days.to))) return undefined;
   const d = reportDialect(store.kind);
   const { group } = TOP_LISTS[name];
   const limit = rowCount(f.limit);
@@ -540,10 +541,10 @@ export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>
     f.traceId === undefined &&
     f.customerId === undefined &&
     edges.length === 0 &&
-    days !== undefined
+    days !== undefined &&
+    (await scope.refresh(lists, 'trace', f.orgId, days.from, days.to))
   ) {
     // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
-    await scope.refresh(lists, 'trace', f.orgId, days.from, days.to);
     const total = lists.groupCount('trace', f.orgId, days.from, days.to);
     const multi = lists.rows('trace', f.orgId, days.from, days.to, { sql: 'multi', params: [] });
     const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
@@ -599,8 +600,8 @@ export async function groupLabels(
       if (lists !== undefined) {
         // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
         const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
-        await scope.refresh(lists, 'trace', f.orgId, first, last);
-        await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
+        if (await scope.refresh(lists, 'trace', f.orgId, first, last))
+          await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
       }
       const rest = f.groups.filter((g) => out[g] === undefined);
       const traces = (groups: readonly string[]): SqlPart => ({

@@ -26,8 +26,13 @@ export type TopListName = 'trace' | 'session';
 export interface TopLists {
   /** Rankings of up to this many groups can read the lists. */
   readonly perDay: number;
-  /** Brings the lists of an org's days from `fromDay` up to `toDay` (exclusive) up to date. */
-  refresh(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void>;
+  /**
+   * Whether the lists of an org's days from `fromDay` up to `toDay`
+   * (exclusive) are current, so a ranking may read them (ClickHouse: a read
+   * that builds nothing, the derivation builds them; DuckDB, the one writer:
+   * builds the days its writes marked out of date first, and answers true).
+   */
+  ready(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<boolean>;
   /**
    * A subquery (for FROM) of a list's current rows of an org's days from
    * `fromDay` up to `toDay`, one per day and group, with `cond` (over the

@@ -10,13 +10,13 @@ function recording() {
     calls,
     finish: () => pending.splice(0).forEach((done) => done()),
     failNextRefresh: () => (failNext = true),
-    refresh(list: string, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    ready(list: string, orgId: string, fromDay: string, toDay: string): Promise<boolean> {
       calls.push(`${list} ${orgId} ${fromDay}..${toDay}`);
       if (failNext) {
         failNext = false;
         return Promise.reject(new Error('the store is down'));
       }
-      return new Promise((resolve) => pending.push(resolve));
+      return new Promise((resolve) => pending.push(() => resolve(true)));
     },
   };
 }

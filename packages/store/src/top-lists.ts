@@ -76,39 +76,37 @@ export function unmarkedDays(from: string, to: string, marked: ReadonlySet<strin
 
 /**
  * The reads of one request (the console's traces page: its ranking, its
- * count and its labels) bring each day of a list up to date once among
- * them, so they read one build. On ClickHouse every read of a day changed
- * within the margin builds that day again: under steady ingest the page
- * built today's list three times, and its three reads could see three
- * builds.
+ * count and its labels) ask once among them whether each day of a list is
+ * ready (on DuckDB, which builds the days it finds out of date, each once),
+ * so they read the same lists or all read the derived rows.
  */
 export class RefreshScope {
-  /** Per list and org, the ranges of days refreshed (or being refreshed) in this scope: disjoint, in the order made. */
-  private readonly ranges = new Map<string, { from: string; to: string; refreshed: Promise<void> }[]>();
+  /** Per list and org, the ranges of days asked for (or being asked for) in this scope: disjoint, in the order made. */
+  private readonly ranges = new Map<string, { from: string; to: string; ready: Promise<boolean> }[]>();
 
-  /** Refreshes the parts of the range this scope has not refreshed, and waits for every part of it. */
-  async refresh(lists: Pick<TopLists, 'refresh'>, name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+  /** Whether every day of the range is ready, asking the lists only for the parts this scope has not asked for. */
+  async refresh(lists: Pick<TopLists, 'ready'>, name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<boolean> {
     checkedDay(fromDay);
     checkedDay(toDay);
     const key = `${name}\0${orgId}`;
     const known = this.ranges.get(key) ?? [];
     this.ranges.set(key, known);
-    const waits = new Set<Promise<void>>();
+    const waits = new Set<Promise<boolean>>();
     const gaps: [string, string][] = [];
     // Day texts (YYYY-MM-DD) order as their days do.
     let at = fromDay;
     for (const r of [...known].sort((a, b) => (a.from < b.from ? -1 : 1))) {
       if (r.to <= at || r.from >= toDay) continue;
       if (r.from > at) gaps.push([at, r.from]);
-      waits.add(r.refreshed);
+      waits.add(r.ready);
       at = r.to;
     }
     if (at < toDay) gaps.push([at, toDay]);
     for (const [from, to] of gaps) {
-      const refreshed = lists.refresh(name, orgId, from, to);
-      known.push({ from, to, refreshed });
-      waits.add(refreshed);
+      const ready = lists.ready(name, orgId, from, to);
+      known.push({ from, to, ready });
+      waits.add(ready);
     }
-    await Promise.all(waits);
+    return (await Promise.all(waits)).every(Boolean);
   }
 }
