@@ -1,13 +1,15 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
@@ -163,4 +165,106 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
     expect([...acked].filter((x) => !stored.has(x))).toEqual([]);
     expect(acked.size).toBeGreaterThan(100);
   });
+
+  it('records and sends budget alerts from one replica at a time; another takes over when that one is killed', async () => {
+    // A cluster of two of its own (every replica of a cluster delivers alerts, and must hold the secrets key).
+    const own = {
+      ...env,
+      DATABASE_URL: withSchema(PG_URL, `${schema}_b`),
+      CLICKHOUSE_URL: `${env.CLICKHOUSE_URL}_b`,
+      REDIS_KEY_PREFIX: `${env.REDIS_KEY_PREFIX}-b`,
+      SECRETS_KEY: randomBytes(32).toString('base64'),
+    };
+    const ownKeys = new PostgresControlStore(own.DATABASE_URL);
+    await ownKeys.start();
+    onTestFinished(async () => {
+      await ownKeys.close();
+      await spans.query(`DROP DATABASE IF EXISTS ti_scale_${id}_b`).catch(() => undefined);
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS ${schema}_b CASCADE`);
+      await client.end();
+    });
+    await ownKeys.createOrg({ name: 'budget' });
+    const { key } = await ownKeys.createKey({ orgName: 'budget' });
+    const got: { id: string; threshold: number }[] = [];
+    const hook = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push(JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; threshold: number });
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => hook.listen(0, '127.0.0.1', r));
+    onTestFinished(() => new Promise<void>((r) => hook.close(() => r())));
+    const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/hook`;
+    await run(process.execPath, [CLI, 'budgets', 'set', '--org', 'budget', '--monthly-usd', '1', '--alert-at', '50,100', '--webhook', hookUrl], {
+      env: { PATH: process.env.PATH ?? '', ...own },
+    });
+    // Two replicas of their own, which say when they take up or leave the checks.
+    const pair: ChildServer[] = [];
+    for (let i = 0; i < 2; i++) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), `ti-budget-${i}-`));
+      dirs.push(dir);
+      pair.push(await startChildServer({ ...own, DATA_DIR: dir, LOG_LEVEL: 'info', BUDGET_CHECK_MS: '200', WEBHOOK_TIMEOUT_MS: '1000' }));
+    }
+    onTestFinished(async () => {
+      for (const r of pair) if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
+      await Promise.all(pair.map((r) => r.exited));
+    });
+    const holds = (r: ChildServer) => r.output().includes('budget checks: this replica records alerts');
+    const recorded = (r: ChildServer) =>
+      r
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('budget alert recorded')).length;
+    const until = async (what: string, ok: () => boolean, ms = 15_000) => {
+      const end = Date.now() + ms;
+      while (!ok()) {
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await until('a replica to hold the budget checks', () => pair.some(holds));
+    // Several checks of both later, still one holder.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(pair.filter(holds)).toHaveLength(1);
+    const holder = pair.find(holds) as ChildServer;
+    const other = pair.find((r) => r !== holder) as ChildServer;
+    // gpt-4o input at $2.50 per million tokens: $0.60, sent to the replica that does not check.
+    const spend = (traceId: string, usd: number) => ({
+      version: 'v1',
+      traces: [
+        makeTrace({
+          traceId,
+          spans: [
+            makeSpan({
+              spanId: 's1',
+              startTime: Date.now() - 1000,
+              endTime: Date.now(),
+              provider: 'openai',
+              modelId: 'gpt-4o',
+              usage: { inputTokens: usd * 400_000 },
+            }),
+          ],
+        }),
+      ],
+    });
+    expect((await post(other, key, spend('budget-1', 0.6))).status).toBe(202);
+    await until('the 50% alert', () => got.some((a) => a.threshold === 50));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(got.map((a) => a.threshold)).toEqual([50]);
+    expect([recorded(holder), recorded(other)]).toEqual([1, 0]);
+    // The holder dies: its session, and the lock with it, go; the other replica takes the checks up.
+    holder.proc.kill('SIGKILL');
+    await holder.exited;
+    await until('the other replica to take the checks over', () => holds(other));
+    expect((await post(other, key, spend('budget-2', 0.5))).status).toBe(202);
+    await until('the 100% alert', () => got.some((a) => a.threshold === 100));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(got.map((a) => a.threshold).sort((a, b) => a - b)).toEqual([50, 100]);
+    expect(new Set(got.map((a) => a.id)).size).toBe(2);
+    expect(recorded(other)).toBe(1);
+  }, 90_000);
 });

@@ -15,7 +15,7 @@ import {
   type SpendSnapshot,
 } from '@trace-ingest/store/forecast';
 import { usageReport } from '@trace-ingest/store/reports';
-import type { SpanStore } from '@trace-ingest/store/span-store';
+import type { Lease, SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
 import { postWebhook } from './webhook-post.js';
 
@@ -83,6 +83,8 @@ export interface BudgetWatcherOptions {
   orgName(orgId: string): Promise<string | undefined>;
   now?: () => number;
   anomaly?: AnomalyRule;
+  /** The cluster's budget-check lease (replicas sharing PostgreSQL): only its holder records alerts; none, this process alone. */
+  lease?: Lease | undefined;
 }
 
 export function monthOf(ms: number): { month: string; from: number; to: number } {
@@ -189,6 +191,7 @@ export class BudgetWatcher {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     await this.running;
+    await this.opts.lease?.close();
   }
 
   private async readMonth(orgId: string, at: number): Promise<MonthSpend> {
@@ -216,7 +219,20 @@ export class BudgetWatcher {
     return snap;
   }
 
+  /** Whether this process held the lease at its last check (logged when it changes). */
+  private holding: boolean | undefined;
+
+  /** Whether this check records alerts: the one holder of the lease among the replicas. */
+  private async alerting(): Promise<boolean> {
+    const held = this.opts.lease === undefined || (await this.opts.lease.hold());
+    if (held !== this.holding && this.opts.lease !== undefined)
+      this.logger.info({ held }, held ? 'budget checks: this replica records alerts' : 'budget checks: another replica records alerts');
+    this.holding = held;
+    return held;
+  }
+
   private async check(): Promise<void> {
+    const alerting = await this.alerting();
     this.budgets = await this.store.list();
     const now = this.now();
     for (const [org, at] of this.asked) if (now - at > 10 * 60_000) this.asked.delete(org);
@@ -230,7 +246,8 @@ export class BudgetWatcher {
     for (const orgId of orgs) {
       const current = await this.readOrg(orgId, now);
       const budgets = this.budgets.filter((b) => b.orgId === orgId);
-      if (budgets.length === 0) continue;
+      // Every replica keeps its answers and gauges fresh; one records (and so sends) the alerts.
+      if (budgets.length === 0 || !alerting) continue;
       recorded += await this.thresholdAlerts(budgets, monthSpendOf(current));
       recorded += await this.projectedAlerts(budgets, current);
       recorded += await this.anomalyAlerts(budgets, current, now);

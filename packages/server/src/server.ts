@@ -297,6 +297,8 @@ export class IngestServer {
       customerLabels: c.METRICS_CUSTOMER_LABELS,
       anomaly: { factor: BigInt(c.ANOMALY_FACTOR), minUsd: parseDecimal(c.ANOMALY_MIN_USD) },
       ...(this.parts.now === undefined ? {} : { now: this.parts.now }),
+      // Replicas on one PostgreSQL record alerts from one budget check at a time.
+      lease: c.DATABASE_URL === undefined ? undefined : new PgAdvisoryLease(c.DATABASE_URL, leaseName('budgets', c.DATABASE_URL, c.CLICKHOUSE_URL)),
     });
     const deliverer = new AlertDeliverer(budgets, this.metrics, this.logger, { timeoutMs: c.WEBHOOK_TIMEOUT_MS, orgName });
     watcher.onAlerts = () => deliverer.poke();
