@@ -153,7 +153,7 @@ describe('ClickHouseSpanStore on a real clickhouse-server', () => {
     try {
       await Promise.all(replicas.map((s) => s.start()));
       const [r] = await replicas[0]!.query('SELECT countDistinct(version) AS v FROM schema_migrations');
-      expect(r?.v).toBe(8);
+      expect(r?.v).toBe(9);
     } finally {
       await Promise.all(replicas.map((s) => s.close()));
       await admin.command({ query: `DROP DATABASE IF EXISTS ${fresh}` });

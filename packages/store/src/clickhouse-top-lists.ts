@@ -122,7 +122,7 @@ export function buildTopListSql(
     mark:
       `INSERT INTO ${MARKS} (org_id, list, list_day, build, derivation, groups) SELECT ${org}, '${name}', list_day, ${build}, derivation, groups ` +
       `FROM (SELECT list_day, groups FROM (SELECT arrayJoin([${dayList(days)}]) AS list_day) d ANY LEFT JOIN ` +
-      `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day) ` +
+      `(SELECT start_date AS list_day, count() AS groups FROM (${keysSql(list, org, inDays)}) GROUP BY start_date) c USING list_day) dc ` +
       `ANY LEFT JOIN (${derivations}) v USING list_day`,
     neighbours:
       // The groups this build found of several days, from its own rows: cheaper than finding them again.
