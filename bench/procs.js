@@ -184,16 +184,17 @@ export function walBytes(dataDir) {
 
 /**
  * The real server (built dist/) on loopback with its own temp DATA_DIR, a plan without
- * limits and a key made with the CLI. `replicas` > 1 shares PostgreSQL, Redis and ClickHouse.
+ * limits and a key made with the CLI. `replicas` > 1 (or `shared`) shares PostgreSQL, Redis and
+ * ClickHouse. `onLog(i, line)` receives each line replica i logs (stdout), when given.
  */
-export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs = [], grpc = false }) {
+export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs = [], grpc = false, shared = replicas > 1, onLog }) {
   const run = `bench_${Date.now()}_${process.pid}`;
   const dataDirs = Array.from({ length: replicas }, () => fs.mkdtempSync(path.join(os.tmpdir(), 'ti-bench-')));
   const env = { DATA_DIR: dataDirs[0], LOG_LEVEL: 'warn' };
   if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/${run}`);
-  if (replicas > 1) {
+  if (shared) {
     if (!process.env.DATABASE_URL || !process.env.REDIS_URL || !process.env.CLICKHOUSE_URL)
-      throw new Error('--replicas > 1 needs DATABASE_URL, REDIS_URL and CLICKHOUSE_URL');
+      throw new Error('replicas on shared backends need DATABASE_URL, REDIS_URL and CLICKHOUSE_URL');
     const db = new URL(process.env.DATABASE_URL);
     db.searchParams.set('schema', run);
     Object.assign(env, { DATABASE_URL: db.toString(), REDIS_URL: process.env.REDIS_URL, REDIS_KEY_PREFIX: run });
@@ -220,8 +221,17 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
         ...(grpcPort === undefined ? {} : { OTLP_GRPC_PORT: String(grpcPort) }),
         ...extraEnv,
       },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', onLog ? 'pipe' : 'ignore', 'pipe'],
     });
+    if (onLog) {
+      const i = servers.length;
+      let rest = '';
+      proc.stdout.on('data', (c) => {
+        const lines = (rest + c).split('\n');
+        rest = lines.pop();
+        for (const line of lines) onLog(i, line);
+      });
+    }
     proc.stderr.on('data', (c) => {
       stderr += c;
       process.stderr.write(c);

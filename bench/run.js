@@ -70,6 +70,10 @@ async function main() {
     await import('./budget-check.js');
     return;
   }
+  if (process.argv.includes('--cluster')) {
+    await import('./cluster.js');
+    return;
+  }
   if (process.argv.includes('--retention')) {
     await import('./retention.js');
     return;
@@ -93,7 +97,7 @@ async function main() {
           `(${fmt(runs.store.at(-1).cpuUsPerRow, 1)} µs CPU/row)`,
       );
       for (const [m, n] of keys) {
-        const x = await measureService(w, m, o, n);
+        const x = await measureService(w, m, o, { replicas: n });
         service[`${m}|${n}`].push(x);
         console.log(
           `  ${w} ${m}${n > 1 ? `×${n}` : ''} run ${r + 1}: ${fmt(x.cpuUsPerSpan, 1)} µs CPU/span ` +
