@@ -111,8 +111,8 @@ function postgresTimeouts(c: Config): PostgresTimeouts {
 }
 
 /**
- * The server's one connection (pool) to the control store's database: SQLite never waits for a lock on the event loop,
- * and PostgreSQL gets the control store's pool of 10, which the request path needs.
+ * The server's one connection (pool) to the control store's database. SQLite never waits for a lock on the event loop
+ * (a locked file fails fast and the quota reconciler retries); PostgreSQL gets the control store's pool of 10.
  */
 function controlDriverOptions(c: Config): ControlDriverOptions {
   return { sqliteFile: c.sqliteFile, databaseUrl: c.DATABASE_URL, sqliteBusyTimeoutMs: 0, postgresTimeouts: postgresTimeouts(c), poolSize: 10 };
