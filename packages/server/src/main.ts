@@ -73,6 +73,8 @@ export async function main(env: Record<string, string | undefined> = process.env
   try {
     await server.start();
   } catch (e) {
+    // A signal during the start stopped it at its next part: that shutdown closes what was started and exits.
+    if (stopping) return;
     // A refusal (TiError: configuration, DATA_DIR) is one line that says what to fix; anything else keeps its stack.
     if (e instanceof TiError) logger.fatal({ code: e.code }, `could not start: ${e.message}`);
     else logger.fatal({ err: e }, `could not start: ${e instanceof Error ? e.message : String(e)}`);

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { openControlDriver, type ControlDriverOptions } from './console-tokens.js';
+import { openControlDriver, type ControlDriverOptions } from './control-database.js';
 import { eraseCustomerRows } from './customer-erasure.js';
 import type { ControlDriver } from './control-store.js';
 import type { SecretBox } from './secret-box.js';

@@ -1,8 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
+import { openControlDriver, type ControlDriverOptions } from './control-database.js';
 import type { ControlDriver } from './control-store.js';
-import type { PostgresTimeouts } from './control-store-postgres.js';
 
 /**
  * Tokens for the read-only cost console. Like API keys, only the SHA-256 of
@@ -110,31 +110,7 @@ export class ConsoleTokens {
   }
 }
 
-/** Where the control store's database is, and how long a call to it may wait (the server's bounds; the CLI's defaults wait longer). */
-export interface ControlDriverOptions {
-  sqliteFile: string;
-  databaseUrl?: string | undefined;
-  /** Bounds on every PostgreSQL call (DATABASE_*_TIMEOUT_MS). */
-  postgresTimeouts?: Partial<PostgresTimeouts> | undefined;
-  /** SQLite's synchronous wait for another process's write lock; the server passes 0. */
-  sqliteBusyTimeoutMs?: number | undefined;
-}
-
 /** The console tokens in the control store's database: PostgreSQL when DATABASE_URL is set, else the SQLite file. */
 export async function openConsoleTokens(opts: ControlDriverOptions): Promise<ConsoleTokens> {
   return new ConsoleTokens(await openControlDriver(opts));
-}
-
-/**
- * A small connection of its own to the control store's database (PostgreSQL
- * when DATABASE_URL is set, else the SQLite file), for the parts that keep
- * tables there beside the control store (console tokens, budgets).
- */
-export async function openControlDriver(opts: ControlDriverOptions): Promise<ControlDriver> {
-  if (opts.databaseUrl !== undefined) {
-    const { PostgresControlDriver } = await import('./control-store-postgres.js');
-    return new PostgresControlDriver(opts.databaseUrl, { poolSize: 2, ...(opts.postgresTimeouts === undefined ? {} : { timeouts: opts.postgresTimeouts }) });
-  }
-  const { SqliteControlDriver } = await import('./control-store-sqlite.js');
-  return new SqliteControlDriver(opts.sqliteFile, opts.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.sqliteBusyTimeoutMs });
 }
