@@ -1,4 +1,4 @@
-// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep] [--busy-day] | --growth --reuse <dir>
+// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep] [--busy-day [--load-seconds 15]] | --growth --reuse <dir>
 // With CLICKHOUSE_URL set, the same against ClickHouse (one database per run, dropped afterwards).
 //
 // Does ingest and reporting stay flat as the store grows? Loads realistic rows (200 customers
@@ -17,7 +17,9 @@
 // --reuse <dir> measures the reads (and reprice) again on a DuckDB store kept by --keep, without loading:
 // what a change to the read path does at 10M rows, in minutes instead of an hour.
 // --busy-day: every row starts today, before now (a busy install's shape), and the reads are made for
-// today, this month and the 90 days, each ending now (no reprice).
+// today, this month and the 90 days, each ending now (no reprice); then GET /v1/budget, and realistic
+// bodies (`large`, starting now) through POST /ingest on 4 connections for --load-seconds (15): spans/s
+// acknowledged and the share answered 503 (the write log full while the store catches up).
 // Times are medians of 3. Nothing is asserted; the table goes to stdout and the figures to
 // bench/results/growth-<timestamp>.json.
 import { spawn } from 'node:child_process';
@@ -25,7 +27,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { cli, freePort, memoryOf, root, rssSampler, sleep, waitReady } from './procs.js';
+import { cli, freePort, memoryOf, root, rssSampler, runLoad, sleep, waitReady } from './procs.js';
 import { prng } from './workloads.js';
 import { traces } from './realistic.js';
 
@@ -35,7 +37,7 @@ const DAY = 86_400_000;
 const GROUPS = ['customer', 'model', 'provider', 'day', 'span-type', 'trace', 'session', 'workflow'];
 
 function options(argv) {
-  const o = { rows: [1_000_000, 10_000_000], batch: 5000, keep: false, reuse: undefined, busyDay: false };
+  const o = { rows: [1_000_000, 10_000_000], batch: 5000, keep: false, reuse: undefined, busyDay: false, loadSeconds: 15 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--growth') continue;
@@ -43,6 +45,7 @@ function options(argv) {
     else if (a === '--busy-day') o.busyDay = true;
     else if (a === '--rows') o.rows = argv[++i].split(',').map(Number);
     else if (a === '--batch') o.batch = Number(argv[++i]);
+    else if (a === '--load-seconds') o.loadSeconds = Number(argv[++i]);
     else if (a === '--reuse') o.reuse = argv[++i];
     else throw new Error(`unknown argument "${a}" (growth: --rows a,b --batch n --keep, or --reuse <dir>)`);
   }
@@ -101,8 +104,13 @@ async function main() {
   const env = { DATA_DIR: dir, LOG_LEVEL: 'warn' };
   if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/${run}`);
   const kind = env.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb';
-  if (o.reuse === undefined) cli(env, 'orgs', 'create', 'bench');
+  if (o.reuse === undefined) {
+    // A plan without practical limits: the busy day's HTTP load measures backpressure (503), not a quota's 429.
+    cli(env, 'plans', 'create', 'bench', '--monthly-spans', '1000000000000', '--rate-limit', '1000000');
+    cli(env, 'orgs', 'create', 'bench', '--plan', 'bench');
+  }
   const orgId = JSON.parse(cli(env, 'orgs', 'list', '--json')).find((x) => x.name === 'bench').id;
+  const { key } = JSON.parse(cli(env, 'keys', 'create', '--org', 'bench', '--scope', 'ingest,budget:read', '--json'));
   const { token } = JSON.parse(cli(env, 'console', 'token', 'create', '--org', 'bench', '--json'));
   // Priced as the server prices (the release's adopted prices included), so the reprice measured changes nothing.
   const engine = await PriceEngine.create({ adoptions: adoptionsInForce([]) });
@@ -225,6 +233,31 @@ async function main() {
       }
       if (sampleTrace !== '')
         figures.console['one trace'] = await timedOr('console one trace', () => get(`traces/${encodeURIComponent(sampleTrace)}?org=bench`));
+      if (o.busyDay) {
+        // What an app asks before a model call: this month's spend against the budget.
+        figures.budget = await timedOr('GET /v1/budget', async () => {
+          const res = await fetch(`http://127.0.0.1:${port}/v1/budget`, { headers: { authorization: `Bearer ${key}` } });
+          if (!res.ok) throw new Error(`${res.status} ${(await res.text()).slice(0, 300)}`);
+          return res.json();
+        });
+        // Realistic bodies (large: 2 KB texts) starting now, through POST /ingest, 4 connections: the share answered 503.
+        const load = await runLoad({
+          urls: [`http://127.0.0.1:${port}`],
+          key,
+          workload: 'large',
+          startAt: Date.now(),
+          connections: 4,
+          duration: o.loadSeconds,
+        });
+        const answered = load.ok + load.non2xx;
+        figures.load = {
+          ackedSpansPerSec: load.ackedSpans / load.duration,
+          requests: answered,
+          share503: answered > 0 ? (load.status['503'] ?? 0) / answered : NaN,
+          status: load.status,
+          errors: load.errors + load.timeouts,
+        };
+      }
       figures.serverRss = memoryOf(server.pid)?.rss ?? NaN;
     } finally {
       server.kill('SIGTERM');
@@ -314,6 +347,9 @@ function print(kind, results, ranges) {
       ['overview', 'customers', 'models', 'traces'].map((p) => [at(rg, `console ${p}`), ...results.map((r) => ms(r.console?.[at(rg, p)]))]),
     ),
     ['console one trace', ...results.map((r) => ms(r.console?.['one trace']))],
+    ['GET /v1/budget', ...results.map((r) => ms(r.budget))],
+    ['POST /ingest, 4 connections: spans/s', ...results.map((r) => (r.load ? r.load.ackedSpansPerSec.toFixed(0) : '–'))],
+    ['POST /ingest, 4 connections: 503 share', ...results.map((r) => (r.load ? `${(100 * r.load.share503).toFixed(1)}%` : '–'))],
     ['reprice 30 days', ...results.map((r) => (r.reprice ? `${(r.reprice.ms / 1000).toFixed(1)} s` : '–'))],
     ['reprice peak RSS', ...results.map((r) => (r.reprice ? `${(r.reprice.peakRss / 2 ** 20).toFixed(0)} MiB` : '–'))],
     ['server RSS after reads', ...results.map((r) => (r.serverRss ? `${(r.serverRss / 2 ** 20).toFixed(0)} MiB` : '–'))],

@@ -1,5 +1,5 @@
 // The load generator, in its own process so it never shares the server's thread.
-// argv[2] is a JSON config file: { urls, grpcTargets, key, workload, connections, duration, startId, rate, timeout }.
+// argv[2] is a JSON config file: { urls, grpcTargets, key, workload, startAt, connections, duration, startId, rate, timeout }.
 // With `grpcTargets` (host:port of OTLP/gRPC listeners): TraceService/Export calls instead (grpcLoop).
 // Without `rate`: a closed loop with autocannon (every connection always has one request outstanding).
 // With `rate` (requests per second over all connections): an open-loop generator on node:http that
@@ -12,7 +12,7 @@ import autocannon from 'autocannon';
 import { stamp, workload } from './workloads.js';
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
-const { body, slots, spans, path: reqPath, contentType } = workload(cfg.workload);
+const { body, slots, spans, path: reqPath, contentType } = workload(cfg.workload, { startAt: cfg.startAt });
 const timeoutSecs = cfg.timeout ?? 60;
 
 // One shared template, stamped in place with a request counter: every request gets its own ids.

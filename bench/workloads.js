@@ -43,9 +43,12 @@ function text(rand, chars) {
   return rand() < 0.05 ? out.slice(0, -1) + 'é' : out;
 }
 
-function span(rand, i, textChars) {
+const FIXED_DAY = 1767225600000;
+
+/** `startAt`: every span starts in the minute before it (a busy day's shape); otherwise on one fixed day. */
+function span(rand, i, textChars, startAt) {
   const [provider, modelId] = MODELS[Math.floor(rand() * MODELS.length)];
-  const start = 1767225600000 + Math.floor(rand() * 86_400_000);
+  const start = startAt === undefined ? FIXED_DAY + Math.floor(rand() * 86_400_000) : startAt - 60_000 + Math.floor(rand() * 55_000);
   return {
     spanId: `s${i}`,
     ...(i > 0 ? { parentSpanId: 's0' } : {}),
@@ -62,7 +65,7 @@ function span(rand, i, textChars) {
   };
 }
 
-function template(seed, traces, spans, textChars) {
+function template(seed, traces, spans, textChars, startAt) {
   const rand = prng(seed);
   const json = JSON.stringify({
     version: 'v1',
@@ -70,7 +73,7 @@ function template(seed, traces, spans, textChars) {
       traceId: `${SLOT}-${t}`,
       traceName: 'bench',
       customer: { id: `cust-${Math.floor(rand() * 50)}` },
-      spans: Array.from({ length: spans }, (_, i) => span(rand, i, textChars)),
+      spans: Array.from({ length: spans }, (_, i) => span(rand, i, textChars, startAt)),
     })),
   });
   const body = Buffer.from(json, 'utf8');
@@ -167,14 +170,16 @@ const cache = new Map();
  * name → { body: Buffer (id slots still blank), slots: byte offsets of the id slots, spans per request, path, contentType,
  * grpc: sent as OTLP/gRPC calls rather than HTTP requests (the floors still read the same bytes over HTTP) }
  */
-export function workload(name) {
+export function workload(name, { startAt } = {}) {
   const spec = SPECS[name];
   if (!spec) throw new Error(`unknown workload "${name}" (known: ${WORKLOAD_NAMES.join(', ')})`);
-  if (!cache.has(name)) {
-    const t = name === 'otlp' || name === 'grpc' ? otlpTemplate(...spec) : { ...template(...spec), path: '/ingest', contentType: 'application/json' };
-    cache.set(name, { ...t, grpc: name === 'grpc' });
+  if (startAt !== undefined && (name === 'otlp' || name === 'grpc')) throw new Error(`workload "${name}" has no startAt`);
+  const key = startAt === undefined ? name : `${name}@${startAt}`;
+  if (!cache.has(key)) {
+    const t = name === 'otlp' || name === 'grpc' ? otlpTemplate(...spec) : { ...template(...spec, startAt), path: '/ingest', contentType: 'application/json' };
+    cache.set(key, { ...t, grpc: name === 'grpc' });
   }
-  return cache.get(name);
+  return cache.get(key);
 }
 
 /** Writes request number `n` into every id slot of `body`, in place: ids `<n base 36, zero-padded>-<trace>`. */
