@@ -1,6 +1,7 @@
+import { CLICKHOUSE_ROLLUP } from '@trace-ingest/shared/rollups';
 import { encodeRow, type SpanRow } from '@trace-ingest/shared/rows';
 import { bindParams } from './clickhouse-sql.js';
-import { reportDialect, storedColumns, storedToRow } from './reports.js';
+import { storedColumns, storedToRow } from './row-codec.js';
 import type { QueryRow } from './span-store.js';
 
 /**
@@ -17,7 +18,7 @@ const IN_CHUNK = 500;
 /** A span's identity as one map key. */
 export const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
 // Every stored column, decimals and dates as text (aliased as the columns: read from a subquery).
-const COLUMNS = storedColumns(reportDialect('clickhouse'));
+const COLUMNS = storedColumns(CLICKHOUSE_ROLLUP);
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 export function inChunks<T>(xs: readonly T[], n = IN_CHUNK): T[][] {

@@ -7,7 +7,8 @@ import { csvCell } from '@trace-ingest/shared/csv';
 import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
 import { readJsonColumns } from './duckdb-migrations.js';
 import { FOCUS_COLUMN_NAMES, focusJsonColumns } from './focus.js';
-import { reportDialect, storedColumns, storedToRow } from './reports.js';
+import { reportDialect } from './reports.js';
+import { storedColumns, storedToRow } from './row-codec.js';
 import type { QueryRow, SpanStore } from './span-store.js';
 
 /**

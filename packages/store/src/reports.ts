@@ -1,10 +1,11 @@
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { COST_COLUMNS, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, REPORT_COST_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
 import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
 import type { CostChange, QueryRow, SpanStore, SqlPart } from './span-store.js';
 import { costDescending } from './clickhouse-sql.js';
+import { decimalText, storedColumns, storedToRow } from './row-codec.js';
 import { dateLiteral, RefreshScope, TOP_LISTS, type TopListName } from './top-lists.js';
 
 export { RefreshScope };
@@ -204,14 +205,6 @@ function toUsageRow(r: QueryRow, withSub: boolean): UsageRow {
     tokens: tokens as UsageRow['tokens'],
     costs: costs as UsageRow['costs'],
   };
-}
-
-/** A store's decimal text in formatDecimal's form (no trailing zeros, no '-0'), without a round trip through bigint. */
-export function decimalText(s: string): string {
-  if (!/^-?\d+(\.\d+)?$/.test(s)) return formatDecimal(parseDecimal(s));
-  let t = s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s;
-  t = t.replace(/^(-?)0+(?=\d)/, '$1');
-  return t === '-0' ? '0' : t;
 }
 
 /** Sorted by cost, exactly (decimal comparison), then by name. Each cost is parsed once, not once per comparison. */
@@ -632,11 +625,6 @@ export async function groupLabels(
   return out;
 }
 
-/** Every stored column, with decimals and dates as text so they survive either store's driver exactly. */
-export function storedColumns(d: ReportDialect): string {
-  return SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
-}
-
 /** The spans of one trace of an org, in start order (the console's waterfall). */
 export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: string }, limit = 10_000): Promise<SpanRow[]> {
   const d = reportDialect(store.kind);
@@ -677,43 +665,6 @@ export function usageTotals(rows: readonly UsageRow[]): UsageRow {
     for (const c of COSTS) total.costs[c] = formatDecimal(parseDecimal(total.costs[c]) + parseDecimal(r.costs[c]));
   }
   return total;
-}
-
-/** A stored row (as a store returns it) back in the canonical SpanRow form. */
-export function storedToRow(r: QueryRow, only?: readonly string[]): SpanRow {
-  const out: Record<string, unknown> = {};
-  for (const [name, kind] of SPAN_COLUMNS) {
-    if (only !== undefined && !only.includes(name)) continue;
-    const v = r[name];
-    switch (kind) {
-      case 'int':
-        out[name] = Number(v);
-        break;
-      case 'nullable_int':
-      case 'nullable_float':
-        out[name] = v === null || v === undefined ? null : Number(v);
-        break;
-      case 'decimal':
-        out[name] = decimalText(String(v));
-        break;
-      case 'bool':
-        out[name] = v === true || v === 1 || v === '1' || v === 'true';
-        break;
-      case 'date':
-        out[name] = String(v).slice(0, 10);
-        break;
-      case 'int_array':
-        out[name] = (v as unknown[]).map(Number);
-        break;
-      case 'string_array':
-        out[name] = (v as unknown[]).map(String);
-        break;
-      case 'string':
-        out[name] = String(v ?? '');
-        break;
-    }
-  }
-  return out as unknown as SpanRow;
 }
 
 /** The Span fields pricing needs, from a stored row. */
