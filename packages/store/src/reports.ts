@@ -150,23 +150,128 @@ function dayBounds(d: ReportDialect, from: number, to: number): string[] {
 }
 
 /**
+ * What a report's route is chosen from: its filter, what the store keeps,
+ * and the facts that cost a query, asked only when a route's condition needs them.
+ */
+export interface ReportInputs<F> {
+  f: F;
+  /** Whether the store keeps rollups; without them every report scans the spans (the oracle tests compare reports with). */
+  rollups: boolean;
+  /** The groups a day of the store's top lists keeps; undefined when it keeps none. */
+  listsPerDay: number | undefined;
+  /** The range as whole days the rollups answer and cut edges the spans answer, read once when first asked. */
+  range(): Promise<RangeRoute>;
+  /** Whether a top list is up to date for these days (each day asked once among the reads of a RefreshScope). */
+  listsReady(name: TopListName, days: Days): Promise<boolean>;
+}
+
+/** One way to answer a report: the inputs it answers, and how it reads them. */
+export interface ReportRoute<F, R> {
+  name: string;
+  when(q: ReportInputs<F>): boolean | Promise<boolean>;
+  read(store: SpanStore, q: ReportInputs<F>): Promise<R>;
+}
+
+/** The first route whose condition holds (every table ends with one that always holds). */
+export async function chooseRoute<F, R>(routes: readonly ReportRoute<F, R>[], q: ReportInputs<F>): Promise<ReportRoute<F, R>> {
+  for (const route of routes) if (await route.when(q)) return route;
+  throw new Error('no report route holds');
+}
+
+/** A report read by the first route of `routes` that holds for `f` on this store. */
+async function planned<F extends { orgId: string }, R>(
+  store: SpanStore,
+  routes: readonly ReportRoute<F, R>[],
+  f: F,
+  range: () => RangeRoute | Promise<RangeRoute>,
+  scope = new RefreshScope(),
+): Promise<R> {
+  const lists = store.topLists;
+  let known: Promise<RangeRoute> | undefined;
+  const q: ReportInputs<F> = {
+    f,
+    rollups: store.rollups,
+    listsPerDay: lists?.perDay,
+    range: () => (known ??= Promise.resolve().then(range)),
+    listsReady: async (name, days) => lists !== undefined && (await scope.refresh(lists, name, f.orgId, days.from, days.to)),
+  };
+  return (await chooseRoute(routes, q)).read(store, q);
+}
+
+/** The whole days of a range, when it has no cut edge. */
+async function wholeDays(q: ReportInputs<unknown>): Promise<Days | undefined> {
+  const { days, edges } = await q.range();
+  return edges.length === 0 ? days : undefined;
+}
+
+/** The whole days a route's condition found there. */
+async function daysOf(q: ReportInputs<unknown>): Promise<Days> {
+  const { days } = await q.range();
+  if (days === undefined) throw new Error('a rollup route on a range of no whole day');
+  return days;
+}
+
+type UsageQuery = UsageFilter & { limit?: number | undefined };
+
+/** The rollup holding a usage report's grouping, or undefined when the spans must be read. */
+const usageSource = (q: ReportInputs<UsageQuery>): DailySource | 'traces' | undefined =>
+  q.rollups && q.f.traceId === undefined ? rollupFor(q.f.by, q.f.then, q.f.customerId !== undefined) : undefined;
+
+/**
+ * Whether the per-day top lists rank this report: one grouping by `name`,
+ * no customer, no more groups than a day's list keeps, whole days, lists up to date.
+ */
+async function listsRank(q: ReportInputs<UsageQuery>, name: TopListName): Promise<boolean> {
+  const { f } = q;
+  if (usageSource(q) === undefined || f.by !== name || f.then !== undefined || f.customerId !== undefined) return false;
+  if (f.limit === undefined || q.listsPerDay === undefined || f.limit > q.listsPerDay) return false;
+  const days = await wholeDays(q);
+  return days !== undefined && (await q.listsReady(name, days));
+}
+
+/** A reader of a range's whole days (by `readDays`) and of its cut edges (from the spans), added up and cut to the limit. */
+function daysAndEdges(
+  readDays: (store: SpanStore, f: UsageQuery, days: Days, q: ReportInputs<UsageQuery>) => Promise<UsageRow[]>,
+): ReportRoute<UsageQuery, UsageRow[]>['read'] {
+  return async (store, q) => {
+    const { f } = q;
+    const { days, edges } = await q.range();
+    const parts: UsageRow[][] = [];
+    // With partial days at the edges the ranked cut is made after they are added in.
+    const limit = edges.length === 0 ? f.limit : undefined;
+    if (days !== undefined) parts.push(await readDays(store, { ...f, limit }, days, q));
+    for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
+    const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
+    return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
+  };
+}
+
+/** usageReport's routes, in the order they are tried. */
+export const USAGE_ROUTES: readonly ReportRoute<UsageQuery, UsageRow[]>[] = [
+  { name: 'scan', when: (q) => usageSource(q) === undefined, read: (store, q) => scanReport(store, q.f) },
+  { name: 'trace top list', when: (q) => listsRank(q, 'trace'), read: daysAndEdges((store, f, days) => fromTopList(store, 'trace', f, days)) },
+  { name: 'session top list', when: (q) => listsRank(q, 'session'), read: daysAndEdges((store, f, days) => fromTopList(store, 'session', f, days)) },
+  {
+    name: 'traces',
+    when: (q) => usageSource(q) === 'traces' && q.f.by === 'trace' && q.f.then === undefined && q.f.customerId === undefined,
+    read: daysAndEdges(traceTotals),
+  },
+  { name: 'trace fields', when: (q) => usageSource(q) === 'traces', read: daysAndEdges(traceFieldReport) },
+  {
+    name: 'daily rollup',
+    when: (q) => typeof usageSource(q) === 'object',
+    read: daysAndEdges((store, f, days, q) => dailyReport(store, f, days, usageSource(q) as DailySource)),
+  },
+];
+
+/**
  * Usage grouped by one dimension (and optionally a second inside it). With
  * `limit`, only that many groups of the largest cost are read (one level of
  * grouping only), so a range with millions of traces stays cheap. Reads
  * that share a `scope` bring each top list day up to date once among them.
  */
-export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, scope?: RefreshScope): Promise<UsageRow[]> {
-  const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then, f.customerId !== undefined) : undefined;
-  if (source === undefined) return scanReport(store, f);
-  const { days, edges } = await reportRoute(store, f);
-  const parts: UsageRow[][] = [];
-  // With partial days at the edges the ranked cut is made after they are added in.
-  const limit = edges.length === 0 ? f.limit : undefined;
-  if (days !== undefined)
-    parts.push(await (source === 'traces' ? traceReport(store, { ...f, limit }, days, scope) : dailyReport(store, { ...f, limit }, days, source, scope)));
-  for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
-  const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
-  return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
+export async function usageReport(store: SpanStore, f: UsageQuery, scope?: RefreshScope): Promise<UsageRow[]> {
+  return planned(store, USAGE_ROUTES, f, () => reportRoute(store, f), scope);
 }
 
 /** Usage read from the spans themselves: a single trace, a grouping no rollup holds, and the partial days at a range's edges. */
@@ -258,8 +363,11 @@ function rollupFor(by: GroupBy, then: GroupBy | undefined, byCustomer: boolean):
 const DAY = 86_400_000;
 const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
+/** Whole UTC days [from, to) as YYYY-MM-DD. */
+type Days = { from: string; to: string };
+
 export interface RangeRoute {
-  days?: { from: string; to: string };
+  days?: Days;
   edges: { from: number; to: number }[];
 }
 
@@ -348,13 +456,7 @@ function topGroupsSql(
   return { sql: `SELECT ti_g FROM (${groups}) g ORDER BY ${d.costDesc('ti_c')}, ti_g LIMIT ${rowCount(q.limit)}`, params: [...params] };
 }
 
-async function dailyReport(
-  store: SpanStore,
-  f: UsageFilter & { limit?: number | undefined },
-  days: { from: string; to: string },
-  source: DailySource,
-  scope?: RefreshScope,
-): Promise<UsageRow[]> {
+async function dailyReport(store: SpanStore, f: UsageQuery, days: Days, source: DailySource): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
   const group = source.groups[f.by] as string;
   const sub = f.then === undefined ? undefined : source.groups[f.then];
@@ -365,10 +467,6 @@ async function dailyReport(
     params.push(f.customerId);
   }
   const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY ${d.costDesc('sum(total_cost)')}, grp LIMIT ${rowCount(f.limit)}` : '';
-  if (ranked !== '' && f.by === 'session' && f.customerId === undefined) {
-    const top = await fromTopList(store, 'session', f, days, scope);
-    if (top !== undefined) return top;
-  }
   if (ranked !== '' && RANKED_FIRST.has(f.by)) {
     const top = topGroupsSql(
       d,
@@ -384,36 +482,31 @@ async function dailyReport(
   return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
 }
 
+/** Per trace with no field to resolve: the rows of the range's days alone. */
+async function traceTotals(store: SpanStore, f: UsageQuery, days: Days): Promise<UsageRow[]> {
+  const d = reportDialect(store.kind);
+  const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.costDesc(d.rollup.traceMerge('sum', 'total_cost'))}, grp LIMIT ${rowCount(f.limit)}`;
+  let where = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
+  const params: unknown[] = [f.orgId];
+  if (f.limit !== undefined) {
+    const [spans, cost] = [d.rollup.traceMerge('sum', 'spans'), d.rollup.traceMerge('sum', 'total_cost')];
+    const top = topGroupsSql(d, { group: 'trace_id', table: 'traces', where, spans, cost, limit: f.limit }, params);
+    where += ` AND trace_id IN (${top.sql})`;
+    params.push(...top.params);
+  }
+  const sql =
+    `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE ${where} ` +
+    `GROUP BY trace_id HAVING ${d.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
+  return (await store.query(asText(d, sql, false), params)).map((r) => toUsageRow(r, false));
+}
+
 /**
  * The traces of a range, each with its trace-level fields resolved (the
  * rows of the neighbouring days count, as at insert) and its measures of the
  * range's days, grouped by trace or by a resolved field.
  */
-async function traceReport(
-  store: SpanStore,
-  f: UsageFilter & { limit?: number | undefined },
-  days: { from: string; to: string },
-  scope?: RefreshScope,
-): Promise<UsageRow[]> {
+async function traceFieldReport(store: SpanStore, f: UsageQuery, days: Days): Promise<UsageRow[]> {
   const d = reportDialect(store.kind);
-  if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
-    const top = await fromTopList(store, 'trace', f, days, scope);
-    if (top !== undefined) return top;
-    // Per trace with no field to resolve: the rows of the range's days alone.
-    const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.costDesc(d.rollup.traceMerge('sum', 'total_cost'))}, grp LIMIT ${rowCount(f.limit)}`;
-    let where = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
-    const params: unknown[] = [f.orgId];
-    if (f.limit !== undefined) {
-      const [spans, cost] = [d.rollup.traceMerge('sum', 'spans'), d.rollup.traceMerge('sum', 'total_cost')];
-      const top = topGroupsSql(d, { group: 'trace_id', table: 'traces', where, spans, cost, limit: f.limit }, params);
-      where += ` AND trace_id IN (${top.sql})`;
-      params.push(...top.params);
-    }
-    const sql =
-      `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE ${where} ` +
-      `GROUP BY trace_id HAVING ${d.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
-    return (await store.query(asText(d, sql, false), params)).map((r) => toUsageRow(r, false));
-  }
   // Day literals come from splitRange (numbers formatted here), never from request text.
   const inRange = `start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
   const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(d.rollup, d.rollup.traceMerge('min', `${g}_c`)));
@@ -436,20 +529,12 @@ async function traceReport(
 
 /**
  * The first `limit` traces or sessions of a range from the store's per-day
- * top lists (undefined when it keeps none, or keeps fewer a day than asked):
+ * top lists (the planner found them up to date and keeping as many a day):
  * their rows are few a day, whatever the traffic.
  */
-async function fromTopList(
-  store: SpanStore,
-  name: TopListName,
-  f: UsageFilter & { limit?: number | undefined },
-  days: { from: string; to: string },
-  scope = new RefreshScope(),
-): Promise<UsageRow[] | undefined> {
+async function fromTopList(store: SpanStore, name: TopListName, f: UsageQuery, days: Days): Promise<UsageRow[]> {
   const lists = store.topLists;
-  if (!store.rollups || lists === undefined || f.limit === undefined || f.limit > lists.perDay) return undefined;
-  // Lists not yet built for the derived rows of a day: the ranking reads the derived rows instead.
-  if (!(await scope.refresh(lists, name, f.orgId, days.from, days.to))) return undefined;
+  if (lists === undefined || f.limit === undefined) throw new Error('a top list route with no lists or no limit');
   const d = reportDialect(store.kind);
   const { group } = TOP_LISTS[name];
   const limit = rowCount(f.limit);
@@ -522,107 +607,144 @@ export async function dailyCosts(
 
 const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText(a.group, b.group) || byText(a.day, b.day));
 
+type CountQuery = Omit<UsageFilter, 'then'>;
+
+/** Traces counted from a rollup: no single trace asked for. */
+const countsTraces = (q: ReportInputs<CountQuery>): boolean => q.rollups && q.f.by === 'trace' && q.f.traceId === undefined;
+
+/** countGroups' routes, in the order they are tried. */
+export const COUNT_ROUTES: readonly ReportRoute<CountQuery, number>[] = [
+  {
+    name: 'trace top list',
+    when: async (q) => {
+      if (!countsTraces(q) || q.listsPerDay === undefined || q.f.customerId !== undefined) return false;
+      const days = await wholeDays(q);
+      return days !== undefined && (await q.listsReady('trace', days));
+    },
+    read: async (store, q) => {
+      const [days, lists] = [await daysOf(q), store.topLists];
+      if (lists === undefined) throw new Error('a top list route with no lists');
+      // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
+      const total = lists.groupCount('trace', q.f.orgId, days.from, days.to);
+      const multi = lists.rows('trace', q.f.orgId, days.from, days.to, { sql: 'multi', params: [] });
+      const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
+        ...total.params,
+        ...multi.params,
+      ]);
+      return Number(r?.n ?? 0) - Number(r?.dup ?? 0);
+    },
+  },
+  {
+    name: 'traces',
+    when: async (q) => countsTraces(q) && (await wholeDays(q)) !== undefined,
+    read: async (store, q) => {
+      const [d, days, { f }] = [reportDialect(store.kind), await daysOf(q), q];
+      const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, d.rollup.traceMerge('min', 'customer_c'))} = ?`;
+      const [r] = await store.query(
+        `SELECT count(*) AS n FROM (SELECT trace_id FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
+          `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
+        f.customerId === undefined ? [f.orgId] : [f.orgId, f.customerId],
+      );
+      return Number(r?.n ?? 0);
+    },
+  },
+  {
+    name: 'scan',
+    when: () => true,
+    read: async (store, { f }) => {
+      const d = reportDialect(store.kind);
+      const { where, params } = filterSql(f, d);
+      const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
+      return Number(r?.n ?? 0);
+    },
+  },
+];
+
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
-export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>, scope = new RefreshScope()): Promise<number> {
-  const d = reportDialect(store.kind);
-  const { days, edges } = f.by === 'trace' && f.traceId === undefined ? await reportRoute(store, f) : splitRange(f.from, f.to);
-  const lists = store.topLists;
-  if (
-    store.rollups &&
-    lists !== undefined &&
-    f.by === 'trace' &&
-    f.traceId === undefined &&
-    f.customerId === undefined &&
-    edges.length === 0 &&
-    days !== undefined &&
-    (await scope.refresh(lists, 'trace', f.orgId, days.from, days.to))
-  ) {
-    // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
-    const total = lists.groupCount('trace', f.orgId, days.from, days.to);
-    const multi = lists.rows('trace', f.orgId, days.from, days.to, { sql: 'multi', params: [] });
-    const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
-      ...total.params,
-      ...multi.params,
-    ]);
-    return Number(r?.n ?? 0) - Number(r?.dup ?? 0);
-  }
-  if (store.rollups && f.by === 'trace' && f.traceId === undefined && edges.length === 0 && days !== undefined) {
-    const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, d.rollup.traceMerge('min', 'customer_c'))} = ?`;
-    const [r] = await store.query(
-      `SELECT count(*) AS n FROM (SELECT trace_id FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-        `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
-      f.customerId === undefined ? [f.orgId] : [f.orgId, f.customerId],
-    );
-    return Number(r?.n ?? 0);
-  }
-  const { where, params } = filterSql(f, d);
-  const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
-  return Number(r?.n ?? 0);
+export async function countGroups(store: SpanStore, f: CountQuery, scope = new RefreshScope()): Promise<number> {
+  return planned(store, COUNT_ROUTES, f, () => reportRoute(store, f), scope);
 }
+
+type LabelQuery = Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] };
+type Labels = Record<string, { name: string; customer?: string }>;
+
+/** A trace's name and customer from the rollups: the top lists for the traces they hold, `traces` for the rest. */
+async function traceLabels(store: SpanStore, q: ReportInputs<LabelQuery>): Promise<Labels> {
+  const [d, { from: lo, to: hi }, { f }] = [reportDialect(store.kind), await daysOf(q), q];
+  const out: Labels = {};
+  const value = (c: string) => candidateValueSql(d.rollup, c);
+  const days = `start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)}`;
+  const read = async (from: SqlPart, min: (c: string) => string) => {
+    const rows = await store.query(
+      `SELECT trace_id AS g, ${value(min('name_c'))} AS name, ${value(min('customer_c'))} AS customer FROM ${from.sql} GROUP BY trace_id`,
+      from.params,
+    );
+    for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
+  };
+  const these = (groups: readonly string[]): SqlPart => ({ sql: `trace_id IN (${groups.map(() => '?').join(', ')})`, params: [...groups] });
+  const lists = store.topLists;
+  if (lists !== undefined) {
+    // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
+    const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
+    if (await q.listsReady('trace', { from: first, to: last })) await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
+  }
+  const rest = f.groups.filter((g) => out[g] === undefined);
+  const traces = (groups: readonly string[]): SqlPart => ({
+    sql: `traces WHERE org_id = ? AND ${days} AND ${these(groups).sql}`,
+    params: [f.orgId, ...groups],
+  });
+  if (rest.length > 0) await read(traces(rest), (c) => d.rollup.traceMerge('min', c));
+  return out;
+}
+
+/** groupLabels' routes, in the order they are tried. */
+export const LABEL_ROUTES: readonly ReportRoute<LabelQuery, Labels>[] = [
+  { name: 'nothing asked', when: (q) => q.f.groups.length === 0, read: () => Promise.resolve({}) },
+  { name: 'trace rollups', when: (q) => q.rollups && q.f.by === 'trace', read: traceLabels },
+  {
+    name: 'customer rollups',
+    when: (q) => q.rollups && q.f.by === 'customer',
+    read: async (store, q) => {
+      const [d, { from: lo, to: hi }, { f }] = [reportDialect(store.kind), await daysOf(q), q];
+      const rows = await store.query(
+        `SELECT customer_id AS g, max(customer_name) AS name FROM customers_daily WHERE org_id = ? AND start_date >= ${d.dateLiteral(lo)} ` +
+          `AND start_date < ${d.dateLiteral(hi)} AND customer_id IN (${f.groups.map(() => '?').join(', ')}) GROUP BY customer_id`,
+        [f.orgId, ...f.groups],
+      );
+      const out: Labels = {};
+      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? '') };
+      return out;
+    },
+  },
+  {
+    name: 'scan',
+    when: () => true,
+    read: async (store, { f }) => {
+      const d = reportDialect(store.kind);
+      const { where, params } = filterSql(f, d);
+      const column = GROUPS[f.by];
+      const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
+      const rows = await store.query(
+        `SELECT ${column} AS g, ${labels} FROM ${d.from} WHERE ${where} AND ${column} IN (${f.groups.map(() => '?').join(', ')}) GROUP BY ${column}`,
+        [...params, ...f.groups],
+      );
+      const out: Labels = {};
+      for (const r of rows)
+        out[String(r.g)] = f.by === 'trace' ? { name: String(r.name ?? ''), customer: String(r.customer ?? '') } : { name: String(r.name ?? '') };
+      return out;
+    },
+  },
+];
 
 /**
  * What people call the groups of a report: a trace's name and customer, a
  * customer's name (the id is what groups; a client may send the name on some
  * spans only, so any name sent in the range is taken). Limited to `groups`.
  */
-export async function groupLabels(
-  store: SpanStore,
-  f: Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] },
-  scope = new RefreshScope(),
-): Promise<Record<string, { name: string; customer?: string }>> {
-  if (f.groups.length === 0) return {};
-  const d = reportDialect(store.kind);
-  if (store.rollups) {
-    // Labels need no exact range: the whole days around it do.
-    const lo = dayText(Math.floor(f.from / DAY) * DAY);
-    const hi = dayText(Math.ceil(f.to / DAY) * DAY);
-    const marks = f.groups.map(() => '?').join(', ');
-    const out: Record<string, { name: string; customer?: string }> = {};
-    if (f.by === 'trace') {
-      const value = (c: string) => candidateValueSql(d.rollup, c);
-      const days = `start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)}`;
-      const read = async (from: SqlPart, min: (c: string) => string) => {
-        const rows = await store.query(
-          `SELECT trace_id AS g, ${value(min('name_c'))} AS name, ${value(min('customer_c'))} AS customer FROM ${from.sql} GROUP BY trace_id`,
-          from.params,
-        );
-        for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
-      };
-      const these = (groups: readonly string[]): SqlPart => ({ sql: `trace_id IN (${groups.map(() => '?').join(', ')})`, params: [...groups] });
-      const lists = store.topLists;
-      if (lists !== undefined) {
-        // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
-        const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
-        if (await scope.refresh(lists, 'trace', f.orgId, first, last))
-          await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
-      }
-      const rest = f.groups.filter((g) => out[g] === undefined);
-      const traces = (groups: readonly string[]): SqlPart => ({
-        sql: `traces WHERE org_id = ? AND ${days} AND ${these(groups).sql}`,
-        params: [f.orgId, ...groups],
-      });
-      if (rest.length > 0) await read(traces(rest), (c) => d.rollup.traceMerge('min', c));
-    } else {
-      const rows = await store.query(
-        `SELECT customer_id AS g, max(customer_name) AS name FROM customers_daily WHERE org_id = ? AND start_date >= ${d.dateLiteral(lo)} ` +
-          `AND start_date < ${d.dateLiteral(hi)} AND customer_id IN (${marks}) GROUP BY customer_id`,
-        [f.orgId, ...f.groups],
-      );
-      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? '') };
-    }
-    return out;
-  }
-  const { where, params } = filterSql(f, d);
-  const column = GROUPS[f.by];
-  const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
-  const rows = await store.query(
-    `SELECT ${column} AS g, ${labels} FROM ${d.from} WHERE ${where} AND ${column} IN (${f.groups.map(() => '?').join(', ')}) GROUP BY ${column}`,
-    [...params, ...f.groups],
-  );
-  const out: Record<string, { name: string; customer?: string }> = {};
-  for (const r of rows)
-    out[String(r.g)] = f.by === 'trace' ? { name: String(r.name ?? ''), customer: String(r.customer ?? '') } : { name: String(r.name ?? '') };
-  return out;
+export async function groupLabels(store: SpanStore, f: LabelQuery, scope = new RefreshScope()): Promise<Labels> {
+  // Labels need no exact range: the whole days around it do.
+  const around = (): RangeRoute => ({ days: { from: dayText(Math.floor(f.from / DAY) * DAY), to: dayText(Math.ceil(f.to / DAY) * DAY) }, edges: [] });
+  return planned(store, LABEL_ROUTES, f, around, scope);
 }
 
 /** The spans of one trace of an org, in start order (the console's waterfall). */
