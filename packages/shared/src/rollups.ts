@@ -1,4 +1,5 @@
 import { COST_COLUMNS, USAGE_COLUMNS } from './rows.js';
+import { unpricedSql } from './unpriced.js';
 
 /**
  * The two derived tables every span store keeps beside `spans`, defined once
@@ -125,6 +126,8 @@ export interface RollupDialect {
    * the rollups atomically (a ClickHouse insert block is all or nothing).
    */
   weight?: string;
+  /** The unpriced rule (unpriced.ts) as a condition on one row. */
+  unpriced: string;
   /** The unpriced-span indicator of one row (1 or 0), typed likewise. */
   unpricedFlag: string;
   /**
@@ -203,10 +206,14 @@ export const TRACE_COLUMNS: readonly string[] = [
   ...TRACE_FIELDS.map((f) => f.candidate),
 ];
 
+const DUCKDB_UNPRICED = unpricedSql({ isFalse: (c) => `NOT ${c}`, notEmpty: (c) => `${c} <> ''` });
+const CLICKHOUSE_UNPRICED = unpricedSql({ isFalse: (c) => `${c} = 0`, notEmpty: (c) => `${c} != ''` });
+
 /** The DuckDB spelling. */
 export const DUCKDB_ROLLUP: RollupDialect = {
   one: '1',
-  unpricedFlag: "CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END",
+  unpriced: DUCKDB_UNPRICED,
+  unpricedFlag: `CASE WHEN ${DUCKDB_UNPRICED} THEN 1 ELSE 0 END`,
   traceAgg: (fn, e) => `${fn}(${e})`,
   traceMerge: (fn, e) => `${fn}(${e})`,
   lpad: (e, n) => `lpad(${e}, ${n}, '0')`,
@@ -219,7 +226,8 @@ export const DUCKDB_ROLLUP: RollupDialect = {
 export const CLICKHOUSE_ROLLUP: RollupDialect = {
   one: 'toInt64(1)',
   weight: 'rollup_weight',
-  unpricedFlag: "toInt64(if(priced = 0 AND model_id != '', 1, 0))",
+  unpriced: CLICKHOUSE_UNPRICED,
+  unpricedFlag: `toInt64(if(${CLICKHOUSE_UNPRICED}, 1, 0))`,
   traceAgg: (fn, e) => `${fn}State(${e})`,
   traceMerge: (fn, e) => `${fn}Merge(${e})`,
   lpad: (e, n) => `concat(substring('${'0'.repeat(RANK_DIGITS)}', 1, ${n} - length(${e})), ${e})`,

@@ -1,3 +1,4 @@
+import { utcDay } from '@trace-ingest/shared/dates';
 import { CLICKHOUSE_ROLLUP } from '@trace-ingest/shared/rollups';
 import { encodeRow, type SpanRow } from '@trace-ingest/shared/rows';
 import { bindParams } from './clickhouse-sql.js';
@@ -19,7 +20,6 @@ const IN_CHUNK = 500;
 export const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
 // Every stored column, decimals and dates as text (aliased as the columns: read from a subquery).
 const COLUMNS = storedColumns(CLICKHOUSE_ROLLUP);
-const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 export function inChunks<T>(xs: readonly T[], n = IN_CHUNK): T[][] {
   const out: T[][] = [];
@@ -46,7 +46,7 @@ export async function storedSpans(run: Run, spans: readonly { org_id: string; tr
       bindParams(
         `SELECT ${COLUMNS} FROM (SELECT * FROM spans FINAL WHERE start_date >= toDate(?) AND start_date <= toDate(?) ` +
           `AND start_time >= ? AND start_time <= ? AND (org_id, trace_id, span_id) IN (${part.map(() => '(?, ?, ?)').join(', ')}))`,
-        [dayText(lo), dayText(hi), lo, hi, ...part.flatMap((s) => [s.org_id, s.trace_id, s.span_id])],
+        [utcDay(lo), utcDay(hi), lo, hi, ...part.flatMap((s) => [s.org_id, s.trace_id, s.span_id])],
       ),
     );
     for (const f of found) out.push(storedToRow(f));

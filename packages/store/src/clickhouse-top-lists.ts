@@ -29,7 +29,8 @@
 import { MEASURES } from '@trace-ingest/shared/rollups';
 import { bindParams, costDescending } from './clickhouse-sql.js';
 import type { QueryRow, SqlPart, TopListName, TopLists } from './span-store.js';
-import { addDays, checkedDay, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
+import { addDays, checkedDay } from '@trace-ingest/shared/dates';
+import { TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
 
 const MARKS = 'top_list_marks';
 /** The derivation marks of clickhouse-derive.ts: the current derivation of each (org, day). */

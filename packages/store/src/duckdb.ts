@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance, JsonDuckDBValueConverter, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import { DAY_MS, daysBetween, dayMs as dayStartMs, utcDay as dayOf } from '@trace-ingest/shared/dates';
 import {
-  DAY_MS,
   ERASE_COLUMN,
   rollupsNaming,
   TEXT_COLUMNS,
@@ -28,7 +28,7 @@ import {
 import { applyDuckDbMigrations, loadColumnList, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import { groupCountSql, listRowsSql, rebuildTopListSql, unmarkSql } from './duckdb-top-lists.js';
 import { TraceFilter } from './trace-filter.js';
-import { dateLiteral, daysBetween, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
+import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
 import {
   chunksOf,
   ReadOnlyQueryError,
@@ -67,9 +67,6 @@ const COST_CHANGE_COLUMNS: readonly (readonly [string, ColumnKind])[] = [
   ['priced', 'bool'],
   ['price_source', 'string'],
 ];
-
-const dayStartMs = (day: string): number => Date.parse(`${day}T00:00:00Z`);
-const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 interface BatchRange {
   lo: number;

@@ -4,6 +4,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { csvCell } from '@trace-ingest/shared/csv';
+import { DAY_MS } from '@trace-ingest/shared/dates';
 import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
 import { readJsonColumns } from './duckdb-migrations.js';
 import { FOCUS_COLUMN_NAMES, focusJsonColumns } from './focus.js';
@@ -43,7 +44,7 @@ export function exportQuery(kind: SpanStore['kind'], f: ExportFilter): { sql: st
   return { sql: `SELECT ${columns} FROM ${source}`, params: [f.orgId, f.from, f.to] };
 }
 
-const EXPORT_WINDOW_MS = 86_400_000;
+const EXPORT_WINDOW_MS = DAY_MS;
 
 /**
  * An export's rows, one UTC day of start times at a time, each day in start

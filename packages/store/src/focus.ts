@@ -1,3 +1,4 @@
+import { DAY_MS, floorDay } from '@trace-ingest/shared/dates';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import { reportDialect } from './reports.js';
@@ -110,7 +111,6 @@ const BUCKETS: readonly Bucket[] = USAGE_DIMENSIONS.flatMap((d): Bucket[] => {
 });
 
 const SCALE = 10n ** 18n;
-const DAY_MS = 86_400_000;
 const instant = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 export interface FocusFilter {
@@ -231,7 +231,7 @@ function records(
  */
 export async function* focusRecords(store: SpanStore, f: FocusFilter): AsyncIterable<FocusRecord> {
   for (let lo = f.from; lo < f.to;) {
-    const hi = Math.min(f.to, (Math.floor(lo / DAY_MS) + 1) * DAY_MS);
+    const hi = Math.min(f.to, floorDay(lo) + DAY_MS);
     const window = { from: lo, to: hi };
     const { sql, params } = sourceQuery(store.kind, { orgId: f.orgId, ...window });
     let trace: { id: string; customer: string; workflow: string } | undefined;

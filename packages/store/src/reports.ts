@@ -1,3 +1,4 @@
+import { addDays, ceilDay, floorDay, utcDay } from '@trace-ingest/shared/dates';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { COST_COLUMNS, REPORT_COST_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
@@ -99,8 +100,8 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         from: 'spans FINAL',
         text: (e) => `toString(${e})`,
         pack: (es) => `concat(${es.map((e) => `toString(${e})`).join(", ',', ")})`,
-        unpricedCondition: "priced = 0 AND model_id != ''",
-        unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))",
+        unpricedCondition: CLICKHOUSE_ROLLUP.unpriced,
+        unpriced: `sum(if(${CLICKHOUSE_ROLLUP.unpriced}, 1, 0))`,
         dateLiteral: (day) => `toDate('${day}')`,
         addDays: (e, n) => `addDays(${e}, ${n})`,
         sumIf: (c, cond) => `sumMergeIf(${c}, ${cond})`,
@@ -115,8 +116,8 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         text: (e) => `CAST(${e} AS VARCHAR)`,
         // concat_ws skips NULLs, which would shift every later measure: an empty sum is 0.
         pack: (es) => `concat_ws(',', ${es.map((e) => `coalesce(CAST(${e} AS VARCHAR), '0')`).join(', ')})`,
-        unpricedCondition: "NOT priced AND model_id <> ''",
-        unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)",
+        unpricedCondition: DUCKDB_ROLLUP.unpriced,
+        unpriced: `sum(${DUCKDB_ROLLUP.unpricedFlag})`,
         dateLiteral,
         addDays: (e, n) => `(${e} + ${n})`,
         sumIf: (c, cond) => `sum(${c}) FILTER (WHERE ${cond})`,
@@ -145,7 +146,7 @@ function filterSql(f: Omit<UsageFilter, 'by' | 'then'>, d: ReportDialect): { whe
 
 /** The UTC days holding [from, to), as conditions on start_date (literals made here from numbers). */
 function dayBounds(d: ReportDialect, from: number, to: number): string[] {
-  const safe = (ms: number) => dayText(Math.min(Math.max(ms, 0), 253_402_300_799_999));
+  const safe = (ms: number) => utcDay(Math.min(Math.max(ms, 0), 253_402_300_799_999));
   return [`start_date >= ${d.dateLiteral(safe(from))}`, `start_date <= ${d.dateLiteral(safe(to - 1))}`];
 }
 
@@ -360,9 +361,6 @@ function rollupFor(by: GroupBy, then: GroupBy | undefined, byCustomer: boolean):
   return DAILY_SOURCES.find((s) => fits(s.groups)) ?? (fits(TRACE_GROUPS) ? 'traces' : undefined);
 }
 
-const DAY = 86_400_000;
-const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
-
 /** Whole UTC days [from, to) as YYYY-MM-DD. */
 type Days = { from: string; to: string };
 
@@ -373,13 +371,13 @@ export interface RangeRoute {
 
 /** A range as whole UTC days [from, to) the rollups answer, and the partial days at its edges the spans answer. */
 export function splitRange(from: number, to: number): RangeRoute {
-  const first = Math.ceil(from / DAY) * DAY;
-  const last = Math.floor(to / DAY) * DAY;
+  const first = ceilDay(from);
+  const last = floorDay(to);
   if (first >= last) return { edges: from < to ? [{ from, to }] : [] };
   const edges: { from: number; to: number }[] = [];
   if (from < first) edges.push({ from, to: first });
   if (last < to) edges.push({ from: last, to });
-  return { days: { from: dayText(first), to: dayText(last) }, edges };
+  return { days: { from: utcDay(first), to: utcDay(last) }, edges };
 }
 
 /**
@@ -390,7 +388,7 @@ export function splitRange(from: number, to: number): RangeRoute {
  */
 export async function settleRange(store: SpanStore, orgId: string, from: number, to: number): Promise<{ from: number; to: number }> {
   if (!store.rollups || to <= from) return { from, to };
-  const [lo, hi] = [Math.floor(from / DAY) * DAY, Math.ceil(to / DAY) * DAY];
+  const [lo, hi] = [floorDay(from), ceilDay(to)];
   if (lo < 0 || hi > 253_402_300_799_999) return { from, to };
   const d = reportDialect(store.kind);
   // One row at most, read by start time within one day: the row groups (granules) before or after the cut are skipped.
@@ -685,7 +683,7 @@ async function traceLabels(store: SpanStore, q: ReportInputs<LabelQuery>): Promi
   const lists = store.topLists;
   if (lists !== undefined) {
     // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
-    const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
+    const [first, last] = [addDays(lo, -TRACE_WINDOW_DAYS), addDays(hi, TRACE_WINDOW_DAYS)];
     if (await q.listsReady('trace', { from: first, to: last })) await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
   }
   const rest = f.groups.filter((g) => out[g] === undefined);
@@ -743,7 +741,7 @@ export const LABEL_ROUTES: readonly ReportRoute<LabelQuery, Labels>[] = [
  */
 export async function groupLabels(store: SpanStore, f: LabelQuery, scope = new RefreshScope()): Promise<Labels> {
   // Labels need no exact range: the whole days around it do.
-  const around = (): RangeRoute => ({ days: { from: dayText(Math.floor(f.from / DAY) * DAY), to: dayText(Math.ceil(f.to / DAY) * DAY) }, edges: [] });
+  const around = (): RangeRoute => ({ days: { from: utcDay(floorDay(f.from)), to: utcDay(ceilDay(f.to)) }, edges: [] });
   return planned(store, LABEL_ROUTES, f, around, scope);
 }
 
