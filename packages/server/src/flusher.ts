@@ -220,9 +220,8 @@ export class Flusher {
     // Records are read one at a time and handed to the store as they are,
     // never copied into one buffer. An insert takes exactly maxRows rows while
     // the segment has them, a record being cut at a line to fill it: DuckDB
-    // writes a whole row group of a large insert straight to its file (8,192
-    // rows: 55 us CPU/row), and one that is short of it through its own log
-    // first (8,100 rows: 82 us).
+    // writes a whole row group of a large insert straight to its file, and
+    // one that is short of it through its own log first, which costs more.
     const tail: SegmentTail = { tornBytes: 0 };
     let batch: Buffer[] = [];
     let rows = 0;

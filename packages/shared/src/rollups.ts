@@ -148,38 +148,38 @@ export interface RollupDialect {
 }
 
 /** The rank of a span row as a fixed-width text prefix. */
-export function rankSql(d: RollupDialect): string {
-  return d.lpad(d.text(`(CASE WHEN parent_span_id = '' THEN 0 ELSE ${NON_ROOT_RANK} END + received_at)`), RANK_DIGITS);
+export function rankSql(dialect: RollupDialect): string {
+  return dialect.lpad(dialect.text(`(CASE WHEN parent_span_id = '' THEN 0 ELSE ${NON_ROOT_RANK} END + received_at)`), RANK_DIGITS);
 }
 
 /** The candidate of one trace field from one span row. */
-export function candidateSql(d: RollupDialect, f: TraceField): string {
-  return `CASE WHEN ${f.when} <> '' THEN concat(${rankSql(d)}, ${f.column}) ELSE ${d.none} END`;
+export function candidateSql(dialect: RollupDialect, f: TraceField): string {
+  return `CASE WHEN ${f.when} <> '' THEN concat(${rankSql(dialect)}, ${f.column}) ELSE ${dialect.none} END`;
 }
 
 /** A candidate's value ('' when none). */
-export function candidateValueSql(d: RollupDialect, candidate: string): string {
-  return `coalesce(${d.substrFrom(candidate, RANK_DIGITS + 1)}, '')`;
+export function candidateValueSql(dialect: RollupDialect, candidate: string): string {
+  return `coalesce(${dialect.substrFrom(candidate, RANK_DIGITS + 1)}, '')`;
 }
 
 /** One measure's value for one span row. */
-export function measureSql(d: RollupDialect, m: Measure): string {
-  const v = m.kind === 'one' ? d.one : m.kind === 'unpriced' ? d.unpricedFlag : m.name;
-  return d.weight === undefined ? v : `${v} * ${d.weight}`;
+export function measureSql(dialect: RollupDialect, m: Measure): string {
+  const v = m.kind === 'one' ? dialect.one : m.kind === 'unpriced' ? dialect.unpricedFlag : m.name;
+  return dialect.weight === undefined ? v : `${v} * ${dialect.weight}`;
 }
 
 /**
  * The aggregate columns of span rows, `sign` 1 to add them and -1 to take
  * them back, with `agg` the aggregate as the target table takes it.
  */
-export function measureAggregates(d: RollupDialect, sign: 1 | -1, agg: (fn: 'sum', expr: string) => string = (fn, e) => `${fn}(${e})`): string[] {
-  return MEASURES.map((m) => `${agg('sum', sign === 1 ? measureSql(d, m) : `-(${measureSql(d, m)})`)} AS ${m.name}`);
+export function measureAggregates(dialect: RollupDialect, sign: 1 | -1, agg: (fn: 'sum', expr: string) => string = (fn, e) => `${fn}(${e})`): string[] {
+  return MEASURES.map((m) => `${agg('sum', sign === 1 ? measureSql(dialect, m) : `-(${measureSql(dialect, m)})`)} AS ${m.name}`);
 }
 
 /** The select that adds (or takes back) span rows from `source` into a per-day rollup (usage_daily by default). */
-export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = '', rollup: DailyRollup = DAILY_ROLLUPS[0] as DailyRollup): string {
+export function dailyDeltaSql(dialect: RollupDialect, source: string, sign: 1 | -1, where = '', rollup: DailyRollup = DAILY_ROLLUPS[0] as DailyRollup): string {
   const keys = rollup.keys.join(', ');
-  return `SELECT ${keys}, ${measureAggregates(d, sign).join(', ')} FROM ${source}${where === '' ? '' : ` WHERE ${where}`} GROUP BY ${keys}`;
+  return `SELECT ${keys}, ${measureAggregates(dialect, sign).join(', ')} FROM ${source}${where === '' ? '' : ` WHERE ${where}`} GROUP BY ${keys}`;
 }
 
 /**
@@ -187,12 +187,12 @@ export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, wh
  * Taking back leaves the candidates alone (NULL, which min skips): a field
  * once seen on a trace stays known.
  */
-export function traceDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = ''): string {
+export function traceDeltaSql(dialect: RollupDialect, source: string, sign: 1 | -1, where = ''): string {
   const keys = TRACE_KEYS.join(', ');
-  const extras = TRACE_EXTRA.map((e) => `${d.traceAgg(e.agg, e.expr)} AS ${e.name}`);
-  const cands = TRACE_FIELDS.map((f) => `${d.traceAgg('min', sign === 1 ? candidateSql(d, f) : d.none)} AS ${f.candidate}`);
+  const extras = TRACE_EXTRA.map((e) => `${dialect.traceAgg(e.agg, e.expr)} AS ${e.name}`);
+  const cands = TRACE_FIELDS.map((f) => `${dialect.traceAgg('min', sign === 1 ? candidateSql(dialect, f) : dialect.none)} AS ${f.candidate}`);
   const filter = where === '' ? '' : ` WHERE ${where}`;
-  const measures = measureAggregates(d, sign, d.traceAgg);
+  const measures = measureAggregates(dialect, sign, dialect.traceAgg);
   return `SELECT ${keys}, ${measures.join(', ')}, ${extras.join(', ')}, ${cands.join(', ')} FROM ${source}${filter} GROUP BY ${keys}`;
 }
 

@@ -37,10 +37,10 @@ const COLUMN_NAMES = SPAN_COLUMNS.map(([n]) => n);
 
 /** The query of an export (one row per span, start order), for either store, values bound. */
 export function exportQuery(kind: SpanStore['kind'], f: ExportFilter): { sql: string; params: unknown[] } {
-  const d = reportDialect(kind);
-  const columns = storedColumns(d);
+  const dialect = reportDialect(kind);
+  const columns = storedColumns(dialect);
   // ClickHouse: the text casts are aliased as the columns, so the filter runs in a subquery on the columns themselves.
-  const source = `(SELECT * FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ? ORDER BY start_time, trace_id, span_id) s`;
+  const source = `(SELECT * FROM ${dialect.from} WHERE org_id = ? AND start_time >= ? AND start_time < ? ORDER BY start_time, trace_id, span_id) s`;
   return { sql: `SELECT ${columns} FROM ${source}`, params: [f.orgId, f.from, f.to] };
 }
 
@@ -63,8 +63,8 @@ export async function* exportRows(store: SpanStore, f: ExportFilter): AsyncItera
 
 /** The spans an export will write (for its progress). */
 export async function exportCount(store: SpanStore, f: ExportFilter): Promise<number> {
-  const d = reportDialect(store.kind);
-  const [r] = await store.query(`SELECT count(*) AS n FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?`, [f.orgId, f.from, f.to]);
+  const dialect = reportDialect(store.kind);
+  const [r] = await store.query(`SELECT count(*) AS n FROM ${dialect.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?`, [f.orgId, f.from, f.to]);
   return Number(r?.n ?? 0);
 }
 

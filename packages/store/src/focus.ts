@@ -124,7 +124,7 @@ export interface FocusFilter {
 
 /** The spans of one window, only the columns a charge needs, in trace order: a trace's rows come together. */
 function sourceQuery(kind: SpanStore['kind'], f: { orgId: string; from: number; to: number }): { sql: string; params: unknown[] } {
-  const d = reportDialect(kind);
+  const dialect = reportDialect(kind);
   const cols = [
     'trace_id',
     'customer_id',
@@ -133,9 +133,9 @@ function sourceQuery(kind: SpanStore['kind'], f: { orgId: string; from: number; 
     'model_id',
     'price_source',
     ...BUCKETS.map((b) => b.column),
-    ...BUCKETS.map((b) => `${d.text(b.cost)} AS ${b.cost}`),
+    ...BUCKETS.map((b) => `${dialect.text(b.cost)} AS ${b.cost}`),
   ];
-  const inner = `(SELECT * FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?) s`;
+  const inner = `(SELECT * FROM ${dialect.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?) s`;
   return { sql: `SELECT ${cols.join(', ')} FROM ${inner} ORDER BY trace_id`, params: [f.orgId, f.from, f.to] };
 }
 
