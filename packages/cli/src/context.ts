@@ -20,8 +20,8 @@ export interface CliContext {
 /** DuckDB's memory limit in a CLI command when DUCKDB_MEMORY_LIMIT is unset. */
 export const CLI_DUCKDB_MEMORY = '256MiB';
 /**
- * reprice reads a range's rows once, in order: DuckDB's cache of them is never read again. A smaller
- * pool keeps the command's peak under 500 MB (a month of a 10M-row store: 590 -> 463 MiB) in the same time.
+ * reprice reads a range's rows once, in order: DuckDB's cache of them is never read again, so a
+ * smaller pool lowers the command's peak memory in the same time.
  */
 export const REPRICE_DUCKDB_MEMORY = '128MiB';
 

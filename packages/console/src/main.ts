@@ -1,4 +1,5 @@
 import './style.css';
+import { utcDay } from '@trace-ingest/shared/dates';
 import { ApiError, getJson, token, type Org } from './api.js';
 import { h } from './dom.js';
 import { customers } from './pages/customers.js';
@@ -40,7 +41,7 @@ function go(name: string, params: Record<string, string>, arg?: string): void {
   location.hash = `#/${name}${arg === undefined ? '' : `/${encodeURIComponent(arg)}`}?${new URLSearchParams(params).toString()}`;
 }
 
-const today = () => new Date().toISOString().slice(0, 10);
+const today = () => utcDay(Date.now());
 const monthStart = () => `${today().slice(0, 7)}-01`;
 
 function login(message?: string): void {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
+import { DAY_MS, utcDay } from '@trace-ingest/shared/dates';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { ALL_CUSTOMERS, governing, type BudgetRecord, type Budgets, type DueEvent, type NewAlert } from '@trace-ingest/store/budgets';
 import {
@@ -36,7 +37,6 @@ import { postWebhook } from './webhook-post.js';
  * previous month is checked too, and its alerts carry its month.
  */
 
-const DAY_MS = 86_400_000;
 const erasedKey = (orgId: string, customerId: string) => `${orgId}\u0000${customerId}`;
 /**
  * A model's spend (for its anomalies) is read again at most every this many
@@ -360,7 +360,7 @@ export class BudgetWatcher {
   /** An org's spend by model: read again on a new day, or when the org's spend today moved and MODEL_READ_CHECKS checks have passed. */
   private async modelSpend(orgId: string, now: number, today: bigint): Promise<SpendSnapshot> {
     const seen = this.models.get(orgId);
-    const fresh = seen !== undefined && seen.snap.day === new Date(now).toISOString().slice(0, 10);
+    const fresh = seen !== undefined && seen.snap.day === utcDay(now);
     if (fresh && (seen.snap.total.today === today || performance.now() - seen.at < MODEL_READ_CHECKS * this.opts.checkMs)) return seen.snap;
     const snap = await readSpend(this.spans, orgId, now, 'model');
     this.models.set(orgId, { snap, at: performance.now() });

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { backoffMs } from '@trace-ingest/shared/backoff';
+import { utcDay } from '@trace-ingest/shared/dates';
 import { segmentName } from '@trace-ingest/shared/wal-files';
 import { SpanStoreRejectedError, type Lines, type SpanStore } from '@trace-ingest/store/span-store';
 import type { Metrics } from './metrics.js';
@@ -219,9 +220,8 @@ export class Flusher {
     // Records are read one at a time and handed to the store as they are,
     // never copied into one buffer. An insert takes exactly maxRows rows while
     // the segment has them, a record being cut at a line to fill it: DuckDB
-    // writes a whole row group of a large insert straight to its file (8,192
-    // rows: 55 us CPU/row), and one that is short of it through its own log
-    // first (8,100 rows: 82 us).
+    // writes a whole row group of a large insert straight to its file, and
+    // one that is short of it through its own log first, which costs more.
     const tail: SegmentTail = { tornBytes: 0 };
     let batch: Buffer[] = [];
     let rows = 0;
@@ -325,7 +325,7 @@ export class Flusher {
 
   private async deadLetter(line: Buffer, reason: string): Promise<void> {
     await fs.mkdir(this.opts.deadLetterDir, { recursive: true, mode: 0o700 });
-    const file = path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`);
+    const file = path.join(this.opts.deadLetterDir, `${utcDay(Date.now())}.ndjson`);
     const entry = JSON.stringify({ failedAt: new Date().toISOString(), reason, row: line.toString('utf8').trimEnd() });
     await fs.appendFile(file, entry + '\n', { mode: 0o600 });
     this.metrics.deadLetterRows.inc();
@@ -354,7 +354,7 @@ export class Flusher {
         spans: d.spans,
         file,
       });
-      await fs.appendFile(path.join(this.opts.deadLetterDir, `${new Date().toISOString().slice(0, 10)}.ndjson`), entry + '\n', { mode: 0o600 });
+      await fs.appendFile(path.join(this.opts.deadLetterDir, `${utcDay(Date.now())}.ndjson`), entry + '\n', { mode: 0o600 });
       spans += d.spans;
     }
     this.metrics.walDamagedRecords.inc(damaged.length);

@@ -6,6 +6,7 @@ import { Ajv } from 'ajv';
 import type { ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { ModelInfo, Provider } from '@pydantic/genai-prices';
+import { utcDay } from './dates.js';
 import { UsageError } from './errors.js';
 
 export type { Adoption } from './price-records.js';
@@ -103,7 +104,7 @@ export function readCatalogFile(file: string, opts: { source?: string | undefine
   } catch (e) {
     throw new UsageError(`the catalog file ${file} cannot be read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
-  return parseCatalog(raw, opts.source ?? path.basename(file), opts.date ?? mtime.toISOString().slice(0, 10));
+  return parseCatalog(raw, opts.source ?? path.basename(file), opts.date ?? utcDay(mtime.getTime()));
 }
 
 /** One model's change between two catalogs. */

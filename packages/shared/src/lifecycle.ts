@@ -1,3 +1,5 @@
+import { DAY_MS, floorDay } from './dates.js';
+
 /**
  * The data-lifecycle rules both span stores apply, defined once: which
  * columns are texts (emptied before a row expires), what an erasure selects,
@@ -38,8 +40,6 @@ export interface Retention {
 /** The install's defaults (RETENTION_DAYS, TEXT_RETENTION_DAYS): finance keeps costs for over a year, prompts a month. */
 export const DEFAULT_RETENTION: Retention = { days: 400, textDays: 30 };
 
-export const DAY_MS = 86_400_000;
-
 /**
  * The instants before which an org's rows, and its texts, are gone: whole UTC
  * days, so both stores (ClickHouse deletes by `start_date`) cut at the same
@@ -47,7 +47,7 @@ export const DAY_MS = 86_400_000;
  * Undefined: nothing expires.
  */
 export function retentionCuts(now: number, r: Retention): { rowsBefore?: number; textsBefore?: number } {
-  const today = Math.floor(now / DAY_MS) * DAY_MS;
+  const today = floorDay(now);
   return {
     ...(r.days > 0 ? { rowsBefore: today - r.days * DAY_MS } : {}),
     ...(r.textDays > 0 && (r.days === 0 || r.textDays < r.days) ? { textsBefore: today - r.textDays * DAY_MS } : {}),

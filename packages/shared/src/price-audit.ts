@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { CATALOG_DIR } from './catalog.js';
+import { utcDay } from './dates.js';
 import { formatDecimal, parseDecimal } from './decimal.js';
 import { normalizeProvider, type PriceEngine, type ResolvedPrice } from './price-engine.js';
 import { variantKey, type Adoption, type PriceValue } from './price-records.js';
@@ -416,7 +417,7 @@ function sourcesOf(
     const from = basis.catalog.entry.from;
     out.push({
       source: engine.catalogVersion,
-      from: Number.isFinite(from) ? new Date(from).toISOString().slice(0, 10) : '',
+      from: Number.isFinite(from) ? utcDay(from) : '',
       asOf: engine.catalogMeta.date,
       price: k === undefined ? null : valueText(basis.catalog.entry.prices[k] as PriceValue, prompt),
       kind: 'catalog',

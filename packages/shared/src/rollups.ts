@@ -1,4 +1,5 @@
 import { COST_COLUMNS, USAGE_COLUMNS } from './rows.js';
+import { unpricedSql } from './unpriced.js';
 
 /**
  * The two derived tables every span store keeps beside `spans`, defined once
@@ -125,6 +126,8 @@ export interface RollupDialect {
    * the rollups atomically (a ClickHouse insert block is all or nothing).
    */
   weight?: string;
+  /** The unpriced rule (unpriced.ts) as a condition on one row. */
+  unpriced: string;
   /** The unpriced-span indicator of one row (1 or 0), typed likewise. */
   unpricedFlag: string;
   /**
@@ -145,38 +148,38 @@ export interface RollupDialect {
 }
 
 /** The rank of a span row as a fixed-width text prefix. */
-export function rankSql(d: RollupDialect): string {
-  return d.lpad(d.text(`(CASE WHEN parent_span_id = '' THEN 0 ELSE ${NON_ROOT_RANK} END + received_at)`), RANK_DIGITS);
+export function rankSql(dialect: RollupDialect): string {
+  return dialect.lpad(dialect.text(`(CASE WHEN parent_span_id = '' THEN 0 ELSE ${NON_ROOT_RANK} END + received_at)`), RANK_DIGITS);
 }
 
 /** The candidate of one trace field from one span row. */
-export function candidateSql(d: RollupDialect, f: TraceField): string {
-  return `CASE WHEN ${f.when} <> '' THEN concat(${rankSql(d)}, ${f.column}) ELSE ${d.none} END`;
+export function candidateSql(dialect: RollupDialect, f: TraceField): string {
+  return `CASE WHEN ${f.when} <> '' THEN concat(${rankSql(dialect)}, ${f.column}) ELSE ${dialect.none} END`;
 }
 
 /** A candidate's value ('' when none). */
-export function candidateValueSql(d: RollupDialect, candidate: string): string {
-  return `coalesce(${d.substrFrom(candidate, RANK_DIGITS + 1)}, '')`;
+export function candidateValueSql(dialect: RollupDialect, candidate: string): string {
+  return `coalesce(${dialect.substrFrom(candidate, RANK_DIGITS + 1)}, '')`;
 }
 
 /** One measure's value for one span row. */
-export function measureSql(d: RollupDialect, m: Measure): string {
-  const v = m.kind === 'one' ? d.one : m.kind === 'unpriced' ? d.unpricedFlag : m.name;
-  return d.weight === undefined ? v : `${v} * ${d.weight}`;
+export function measureSql(dialect: RollupDialect, m: Measure): string {
+  const v = m.kind === 'one' ? dialect.one : m.kind === 'unpriced' ? dialect.unpricedFlag : m.name;
+  return dialect.weight === undefined ? v : `${v} * ${dialect.weight}`;
 }
 
 /**
  * The aggregate columns of span rows, `sign` 1 to add them and -1 to take
  * them back, with `agg` the aggregate as the target table takes it.
  */
-export function measureAggregates(d: RollupDialect, sign: 1 | -1, agg: (fn: 'sum', expr: string) => string = (fn, e) => `${fn}(${e})`): string[] {
-  return MEASURES.map((m) => `${agg('sum', sign === 1 ? measureSql(d, m) : `-(${measureSql(d, m)})`)} AS ${m.name}`);
+export function measureAggregates(dialect: RollupDialect, sign: 1 | -1, agg: (fn: 'sum', expr: string) => string = (fn, e) => `${fn}(${e})`): string[] {
+  return MEASURES.map((m) => `${agg('sum', sign === 1 ? measureSql(dialect, m) : `-(${measureSql(dialect, m)})`)} AS ${m.name}`);
 }
 
 /** The select that adds (or takes back) span rows from `source` into a per-day rollup (usage_daily by default). */
-export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = '', rollup: DailyRollup = DAILY_ROLLUPS[0] as DailyRollup): string {
+export function dailyDeltaSql(dialect: RollupDialect, source: string, sign: 1 | -1, where = '', rollup: DailyRollup = DAILY_ROLLUPS[0] as DailyRollup): string {
   const keys = rollup.keys.join(', ');
-  return `SELECT ${keys}, ${measureAggregates(d, sign).join(', ')} FROM ${source}${where === '' ? '' : ` WHERE ${where}`} GROUP BY ${keys}`;
+  return `SELECT ${keys}, ${measureAggregates(dialect, sign).join(', ')} FROM ${source}${where === '' ? '' : ` WHERE ${where}`} GROUP BY ${keys}`;
 }
 
 /**
@@ -184,12 +187,12 @@ export function dailyDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, wh
  * Taking back leaves the candidates alone (NULL, which min skips): a field
  * once seen on a trace stays known.
  */
-export function traceDeltaSql(d: RollupDialect, source: string, sign: 1 | -1, where = ''): string {
+export function traceDeltaSql(dialect: RollupDialect, source: string, sign: 1 | -1, where = ''): string {
   const keys = TRACE_KEYS.join(', ');
-  const extras = TRACE_EXTRA.map((e) => `${d.traceAgg(e.agg, e.expr)} AS ${e.name}`);
-  const cands = TRACE_FIELDS.map((f) => `${d.traceAgg('min', sign === 1 ? candidateSql(d, f) : d.none)} AS ${f.candidate}`);
+  const extras = TRACE_EXTRA.map((e) => `${dialect.traceAgg(e.agg, e.expr)} AS ${e.name}`);
+  const cands = TRACE_FIELDS.map((f) => `${dialect.traceAgg('min', sign === 1 ? candidateSql(dialect, f) : dialect.none)} AS ${f.candidate}`);
   const filter = where === '' ? '' : ` WHERE ${where}`;
-  const measures = measureAggregates(d, sign, d.traceAgg);
+  const measures = measureAggregates(dialect, sign, dialect.traceAgg);
   return `SELECT ${keys}, ${measures.join(', ')}, ${extras.join(', ')}, ${cands.join(', ')} FROM ${source}${filter} GROUP BY ${keys}`;
 }
 
@@ -203,10 +206,14 @@ export const TRACE_COLUMNS: readonly string[] = [
   ...TRACE_FIELDS.map((f) => f.candidate),
 ];
 
+const DUCKDB_UNPRICED = unpricedSql({ isFalse: (c) => `NOT ${c}`, notEmpty: (c) => `${c} <> ''` });
+const CLICKHOUSE_UNPRICED = unpricedSql({ isFalse: (c) => `${c} = 0`, notEmpty: (c) => `${c} != ''` });
+
 /** The DuckDB spelling. */
 export const DUCKDB_ROLLUP: RollupDialect = {
   one: '1',
-  unpricedFlag: "CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END",
+  unpriced: DUCKDB_UNPRICED,
+  unpricedFlag: `CASE WHEN ${DUCKDB_UNPRICED} THEN 1 ELSE 0 END`,
   traceAgg: (fn, e) => `${fn}(${e})`,
   traceMerge: (fn, e) => `${fn}(${e})`,
   lpad: (e, n) => `lpad(${e}, ${n}, '0')`,
@@ -219,7 +226,8 @@ export const DUCKDB_ROLLUP: RollupDialect = {
 export const CLICKHOUSE_ROLLUP: RollupDialect = {
   one: 'toInt64(1)',
   weight: 'rollup_weight',
-  unpricedFlag: "toInt64(if(priced = 0 AND model_id != '', 1, 0))",
+  unpriced: CLICKHOUSE_UNPRICED,
+  unpricedFlag: `toInt64(if(${CLICKHOUSE_UNPRICED}, 1, 0))`,
   traceAgg: (fn, e) => `${fn}State(${e})`,
   traceMerge: (fn, e) => `${fn}Merge(${e})`,
   lpad: (e, n) => `concat(substring('${'0'.repeat(RANK_DIGITS)}', 1, ${n} - length(${e})), ${e})`,

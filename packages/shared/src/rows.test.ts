@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeRow, encodeSpanLine, encodeTraceHead, spanToRow, totalTokens, UNPRICED, utcDay, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { encodeRow, encodeSpanLine, encodeTraceHead, spanToRow, totalTokens, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 
 // Text that exercises escaping: quotes, backslashes, control characters,
@@ -118,21 +118,6 @@ describe('encodeSpanLine', () => {
     const row = JSON.parse(line) as { trace_id: string; name: string };
     expect(row.trace_id).toBe('t\ufffd');
     expect(row.name).toBe('\ufffd');
-  });
-});
-
-describe('utcDay', () => {
-  it('is the UTC calendar day, also when consecutive calls change day', () => {
-    const d = Date.UTC(2026, 0, 1);
-    expect([utcDay(d - 1), utcDay(d), utcDay(d + 86_399_999), utcDay(d + 86_400_000), utcDay(d - 1)]).toEqual([
-      '2025-12-31',
-      '2026-01-01',
-      '2026-01-01',
-      '2026-01-02',
-      '2025-12-31',
-    ]);
-    expect(utcDay(Date.UTC(9999, 11, 31, 23, 59, 59, 999))).toBe('9999-12-31');
-    expect(utcDay(0)).toBe('1970-01-01');
   });
 });
 

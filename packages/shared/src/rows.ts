@@ -1,4 +1,5 @@
 import { regionOf, serviceTierOf } from './billing-mode.js';
+import { utcDay } from './dates.js';
 import { USAGE_DIMENSIONS, type UsageColumn } from './fields.js';
 import type { IngestPayload, Metadata, Span, Trace, Usage } from './schema.js';
 
@@ -151,22 +152,6 @@ export interface RowContext {
   orgId: string;
   keyPrefix: string;
   receivedAt: number;
-}
-
-const DAY_MS = 86_400_000;
-
-// Spans of one batch nearly always fall on one day: formatting a Date per span cost ~1.5 µs.
-let lastDay = Number.NaN;
-let lastDayText = '';
-
-/** UTC calendar day of an epoch-ms instant as YYYY-MM-DD. */
-export function utcDay(ms: number): string {
-  const day = Math.floor(ms / DAY_MS);
-  if (day !== lastDay) {
-    lastDayText = new Date(day * DAY_MS).toISOString().slice(0, 10);
-    lastDay = day;
-  }
-  return lastDayText;
 }
 
 function metaKeys(m: Metadata | undefined): string[] {

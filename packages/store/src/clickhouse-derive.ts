@@ -14,7 +14,7 @@ import {
   type RollupDialect,
 } from '@trace-ingest/shared/rollups';
 import { bindParams } from './clickhouse-sql.js';
-import { addDays, checkedDay } from './top-lists.js';
+import { addDays, checkedDay } from '@trace-ingest/shared/dates';
 import type { Lease, QueryRow } from './span-store.js';
 
 /**

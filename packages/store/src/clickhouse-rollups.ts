@@ -1,6 +1,8 @@
+import { utcDay } from '@trace-ingest/shared/dates';
+import { CLICKHOUSE_ROLLUP } from '@trace-ingest/shared/rollups';
 import { encodeRow, type SpanRow } from '@trace-ingest/shared/rows';
 import { bindParams } from './clickhouse-sql.js';
-import { reportDialect, storedColumns, storedToRow } from './reports.js';
+import { storedColumns, storedToRow } from './row-codec.js';
 import type { QueryRow } from './span-store.js';
 
 /**
@@ -17,8 +19,7 @@ const IN_CHUNK = 500;
 /** A span's identity as one map key. */
 export const spanKey = (r: { org_id: string; trace_id: string; span_id: string }): string => `${r.org_id}\u0000${r.trace_id}\u0000${r.span_id}`;
 // Every stored column, decimals and dates as text (aliased as the columns: read from a subquery).
-const COLUMNS = storedColumns(reportDialect('clickhouse'));
-const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+const COLUMNS = storedColumns(CLICKHOUSE_ROLLUP);
 
 export function inChunks<T>(xs: readonly T[], n = IN_CHUNK): T[][] {
   const out: T[][] = [];
@@ -45,7 +46,7 @@ export async function storedSpans(run: Run, spans: readonly { org_id: string; tr
       bindParams(
         `SELECT ${COLUMNS} FROM (SELECT * FROM spans FINAL WHERE start_date >= toDate(?) AND start_date <= toDate(?) ` +
           `AND start_time >= ? AND start_time <= ? AND (org_id, trace_id, span_id) IN (${part.map(() => '(?, ?, ?)').join(', ')}))`,
-        [dayText(lo), dayText(hi), lo, hi, ...part.flatMap((s) => [s.org_id, s.trace_id, s.span_id])],
+        [utcDay(lo), utcDay(hi), lo, hi, ...part.flatMap((s) => [s.org_id, s.trace_id, s.span_id])],
       ),
     );
     for (const f of found) out.push(storedToRow(f));

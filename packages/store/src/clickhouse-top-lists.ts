@@ -1,40 +1,22 @@
 /**
- * The per-day top lists of top-lists.ts on ClickHouse (migrations 0006, 0009).
- *
- * The lists are derived tables: the derivation pass (clickhouse-derive.ts),
- * under its lease, builds a day's lists right after it derived that day, and
- * each list mark names the derivation of the day it was built from. A read
- * builds nothing: a day's list is current when its latest mark names the
- * day's current derivation (`derived_marks`), and a ranking over a day whose
- * list is not current reads the derived rows instead. No rule depends on a
- * clock.
- *
- * A build never deletes: its rows carry its number (`build`, one above the
- * latest, taken under the lease), a mark records the day's latest build, and
- * readers take each day's rows of its latest build. The tables replace a
- * group's older rows as they merge.
- *
- * A day's list holds its `perDay` costliest groups of that day alone and
- * every group seen on another day within TOP_LISTS_WINDOW_DAYS (`multi`):
- * a superset of the day's `perDay` costliest, found in one grouping. A
- * group may get rows on a neighbouring day after that day's list was built,
- * when it was of one day and not among the costliest: the build that finds
- * it of several days marks the neighbour's list out of date (a mark naming
- * no derivation) before its own mark, and the same pass builds the
- * neighbour again. So the current lists of a range hold every row in it of
- * each group with rows on several of its days, and a group with rows on one
- * of its days only ranks among the first `perDay` of the range only if it
- * does in that day's list.
+ * The per-day top lists of top-lists.ts on ClickHouse (migrations 0006, 0009),
+ * built by the derivation pass (clickhouse-derive.ts) right after it derives a
+ * day; reads build nothing. A day's list is current when its latest mark names
+ * the day's current derivation (`derived_marks`); a ranking over a day whose
+ * list is not current reads the derived rows instead. A build never deletes:
+ * its rows carry a build number and readers take each day's latest build. A
+ * build that finds a group on several days (`multi`) marks the neighbouring
+ * days' lists out of date, so the same pass builds them again.
  */
 import { MEASURES } from '@trace-ingest/shared/rollups';
 import { bindParams, costDescending } from './clickhouse-sql.js';
 import type { QueryRow, SqlPart, TopListName, TopLists } from './span-store.js';
-import { addDays, checkedDay, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
+import { addDays, checkedDay } from '@trace-ingest/shared/dates';
+import { TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
 
 const MARKS = 'top_list_marks';
 /** The derivation marks of clickhouse-derive.ts: the current derivation of each (org, day). */
 const DERIVED = 'derived_marks';
-const W = TOP_LISTS_WINDOW_DAYS;
 /** Builds of a pass after its first, for days a build found lacking a group of several days (left over: built next pass). */
 const MAX_PASSES = 8;
 
@@ -82,7 +64,7 @@ export function buildTopListSql(
   name: TopListName,
   org: string,
   days: readonly string[],
-  b: { build: number },
+  next: { build: number },
   perDay: number,
 ): { rows: string; mark: string; neighbours: string } | undefined {
   const first = days[0];
@@ -90,8 +72,8 @@ export function buildTopListSql(
   if (first === undefined || last === undefined) return undefined;
   const g = list.group;
   const inDays = `start_date IN (${dayList(days)})`;
-  const build = `toUInt64(${Math.trunc(b.build)})`;
-  const near = (c: string) => `${c} >= ${day(addDays(first, -W))} AND ${c} <= ${day(addDays(last, W))}`;
+  const build = `toUInt64(${Math.trunc(next.build)})`;
+  const near = (c: string) => `${c} >= ${day(addDays(first, -TOP_LISTS_WINDOW_DAYS))} AND ${c} <= ${day(addDays(last, TOP_LISTS_WINDOW_DAYS))}`;
   const around = (c: string) => `${near(c)} AND ${c} NOT IN (${dayList(days)})`;
   const built = `SELECT ${g} FROM ${list.table} WHERE org_id = ${org} AND ${inDays} AND build = ${build} AND multi = 1`;
   // The groups of these days that have rows on another day nearby, found on their keys alone: a group whose
@@ -109,10 +91,8 @@ export function buildTopListSql(
   const kept =
     `SELECT ${g} FROM (SELECT start_date, ${g}, ${agg(list, 'sum', 'total_cost')} AS c, ${g} IN (${multi}) AS is_multi FROM ${list.source} ` +
     `WHERE org_id = ${org} AND ${inDays} GROUP BY start_date, ${g} HAVING ${agg(list, 'sum', 'spans')} <> 0) ${ranked('c')}`;
-  // Grouping every measure of a day's groups is most of a build. One day (as under steady ingest) finds the groups it
-  // keeps on their cost first and groups only theirs whole (18.16, a day's whole build: 22k traces 190 -> 154 ms, 70k
-  // 681 -> 436 ms). A chunk of days (a first build) groups its rows once: the two steps cost more there (16 days:
-  // 3.7 against 4.6-4.8 s), finding its groups of several days twice.
+  // Grouping every measure of a day's groups is most of a build: one day (steady ingest) finds the groups it keeps on their
+  // cost first and groups only theirs whole, while a chunk of days (a first build) groups its rows once, where two steps cost more.
   const own =
     `INSERT INTO ${list.table} (${columns}) SELECT ${org}, start_date, ${build}, ${g}, ${g} IN (${multi}) AS is_multi, ${values} ` +
     (days.length === 1 ? `FROM (${dayRowsSql(list, org, inDays, `${g} IN (${kept})`)})` : `FROM (${dayRowsSql(list, org, inDays)}) ${ranked('total_cost')}`);

@@ -7,7 +7,8 @@ import { bindParams, quoteIdentifier } from './clickhouse-sql.js';
 import { serverRules, type ServerRules } from './clickhouse-versions.js';
 import { applyRetentionTtl } from './clickhouse-retention.js';
 import { ClickHouseTopLists } from './clickhouse-top-lists.js';
-import { addDays, TOP_LISTS_WINDOW_DAYS } from './top-lists.js';
+import { TOP_LISTS_WINDOW_DAYS } from './top-lists.js';
+import { addDays, utcDay } from '@trace-ingest/shared/dates';
 import {
   ERASE_COLUMN,
   rollupsNaming,
@@ -56,7 +57,6 @@ export interface ClickHouseSpanStoreOptions {
   deriveIntervalMs?: number | undefined;
 }
 
-const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 /** The lease of a store no other process derives. */
 const IN_PROCESS = new InProcessLease();
 /** Pause between two derivation passes of the server. */
@@ -363,7 +363,7 @@ export class ClickHouseSpanStore implements SpanStore {
     const out: RetentionResult = { deletedRows: 0, emptiedRows: 0, done: true };
     const org = cut.orgId;
     if (cut.rowsBefore !== undefined) {
-      const where = bindParams('org_id = ? AND start_date < toDate(?)', [org, dayText(cut.rowsBefore)]);
+      const where = bindParams('org_id = ? AND start_date < toDate(?)', [org, utcDay(cut.rowsBefore)]);
       out.deletedRows = await this.countFinal(where);
       if (out.deletedRows > 0) await this.mutate('spans', `DELETE WHERE ${where}`);
       // Every derived row of the expired days goes (traces name customers), whether or not a TTL merge dropped their spans first.
@@ -374,12 +374,12 @@ export class ClickHouseSpanStore implements SpanStore {
         derived += n;
       }
       if (out.deletedRows + derived > 0) {
-        const before = `toDate('${dayText(cut.rowsBefore)}')`;
-        await this.topLists.forget(org, { trace: [`start_date < ${before}`] }, addDays(dayText(cut.rowsBefore), TOP_LISTS_WINDOW_DAYS));
+        const before = `toDate('${utcDay(cut.rowsBefore)}')`;
+        await this.topLists.forget(org, { trace: [`start_date < ${before}`] }, addDays(utcDay(cut.rowsBefore), TOP_LISTS_WINDOW_DAYS));
       }
     }
     if (cut.textsBefore !== undefined) {
-      const day = dayText(cut.textsBefore);
+      const day = utcDay(cut.textsBefore);
       const since = this.textMarks.get(org);
       if (since !== day) {
         const texts = `(${TEXT_COLUMNS.map((c) => `${c} != ''`).join(' OR ')})`;

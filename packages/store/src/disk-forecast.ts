@@ -1,3 +1,4 @@
+import { DAY_MS } from '@trace-ingest/shared/dates';
 import type { SpanStore } from './span-store.js';
 
 /** How full the span store's disk gets, at the rate spans came in lately. */
@@ -29,7 +30,7 @@ export async function diskForecast(store: SpanStore, now = Date.now()): Promise<
     store.kind === 'clickhouse'
       ? 'SELECT count() AS n, countIf(received_at >= ?) AS h, countIf(received_at >= ?) AS d FROM spans'
       : 'SELECT count(*) AS n, count(*) FILTER (WHERE received_at >= ?) AS h, count(*) FILTER (WHERE received_at >= ?) AS d FROM spans';
-  const [r] = await store.query(sql, [now - 3_600_000, now - 86_400_000]);
+  const [r] = await store.query(sql, [now - 3_600_000, now - DAY_MS]);
   const spans = Number(r?.n ?? 0);
   const spansLastHour = Number(r?.h ?? 0);
   const spansLastDay = Number(r?.d ?? 0);

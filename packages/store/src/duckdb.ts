@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance, JsonDuckDBValueConverter, StatementType, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api';
+import { DAY_MS, daysBetween, dayMs as dayStartMs, utcDay as dayOf } from '@trace-ingest/shared/dates';
 import {
-  DAY_MS,
   ERASE_COLUMN,
   rollupsNaming,
   TEXT_COLUMNS,
@@ -28,7 +28,7 @@ import {
 import { applyDuckDbMigrations, loadColumnList, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
 import { groupCountSql, listRowsSql, rebuildTopListSql, unmarkSql } from './duckdb-top-lists.js';
 import { TraceFilter } from './trace-filter.js';
-import { dateLiteral, daysBetween, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
+import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
 import {
   chunksOf,
   ReadOnlyQueryError,
@@ -67,9 +67,6 @@ const COST_CHANGE_COLUMNS: readonly (readonly [string, ColumnKind])[] = [
   ['priced', 'bool'],
   ['price_source', 'string'],
 ];
-
-const dayStartMs = (day: string): number => Date.parse(`${day}T00:00:00Z`);
-const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 interface BatchRange {
   lo: number;
@@ -173,16 +170,14 @@ export class DuckDbSpanStore implements SpanStore {
     const settings: Record<string, string> = {};
     if (this.opts.memoryLimit !== undefined) settings.memory_limit = this.opts.memoryLimit;
     if (this.opts.threads !== undefined) settings.threads = String(this.opts.threads);
-    // A checkpoint's cost grows with the file (10M rows: 350 against 125 ms per 5,000-row insert when one ran
-    // after every insert at DuckDB's 16 MB); fewer of them keep the cost per row flat: 355 against 318 ms at 256 MB.
+    // A checkpoint's cost grows with the file, so fewer of them (a larger threshold than DuckDB's 16 MB) keep the cost per row flat.
     settings.checkpoint_threshold = this.opts.checkpointThreshold ?? '256MB';
     // Spilled blocks (span texts) stay in DATA_DIR beside the file, not in the working directory.
     settings.temp_directory = `${this.opts.file}.tmp`;
     // The file is attached to an in-memory instance so it can take ROW_GROUP_SIZE:
     // every checkpoint (one per 16 MB of DuckDB's own log) rewrites the row group
     // being appended to, and at DuckDB's 122,880 rows that group holds hundreds of
-    // MB of text: with large spans, inserts slowed to ~1k rows/s as it filled. At
-    // 8,192 rows, large spans: 4.7k -> 7.4k rows/s overall, 200 -> 122 us CPU per row.
+    // MB of text, which slowed inserts of large spans as it filled.
     const instance = await DuckDBInstance.create(':memory:', settings);
     try {
       const boot = await instance.connect();
@@ -908,7 +903,7 @@ export class DuckDbSpanStore implements SpanStore {
       const names = result.deduplicatedColumnNames();
       // One data chunk (up to 2,048 rows) at a time, each reset once its rows are converted: a chunk's
       // native memory is otherwise freed only when a collection finds its wrapper, and wrappers that
-      // live through a chunk's rows reach the old generation (reprice of 219k rows: 364 -> 300 MB peak).
+      // live through a chunk's rows reach the old generation and hold its memory longer.
       for (;;) {
         const chunk = await result.fetchChunk();
         if (chunk === null || chunk.rowCount === 0) break;

@@ -4,10 +4,12 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { csvCell } from '@trace-ingest/shared/csv';
+import { DAY_MS } from '@trace-ingest/shared/dates';
 import { encodeRow, SPAN_COLUMNS } from '@trace-ingest/shared/rows';
 import { readJsonColumns } from './duckdb-migrations.js';
 import { FOCUS_COLUMN_NAMES, focusJsonColumns } from './focus.js';
-import { reportDialect, storedColumns, storedToRow } from './reports.js';
+import { reportDialect } from './reports.js';
+import { storedColumns, storedToRow } from './row-codec.js';
 import type { QueryRow, SpanStore } from './span-store.js';
 
 /**
@@ -35,14 +37,14 @@ const COLUMN_NAMES = SPAN_COLUMNS.map(([n]) => n);
 
 /** The query of an export (one row per span, start order), for either store, values bound. */
 export function exportQuery(kind: SpanStore['kind'], f: ExportFilter): { sql: string; params: unknown[] } {
-  const d = reportDialect(kind);
-  const columns = storedColumns(d);
+  const dialect = reportDialect(kind);
+  const columns = storedColumns(dialect);
   // ClickHouse: the text casts are aliased as the columns, so the filter runs in a subquery on the columns themselves.
-  const source = `(SELECT * FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ? ORDER BY start_time, trace_id, span_id) s`;
+  const source = `(SELECT * FROM ${dialect.from} WHERE org_id = ? AND start_time >= ? AND start_time < ? ORDER BY start_time, trace_id, span_id) s`;
   return { sql: `SELECT ${columns} FROM ${source}`, params: [f.orgId, f.from, f.to] };
 }
 
-const EXPORT_WINDOW_MS = 86_400_000;
+const EXPORT_WINDOW_MS = DAY_MS;
 
 /**
  * An export's rows, one UTC day of start times at a time, each day in start
@@ -61,8 +63,8 @@ export async function* exportRows(store: SpanStore, f: ExportFilter): AsyncItera
 
 /** The spans an export will write (for its progress). */
 export async function exportCount(store: SpanStore, f: ExportFilter): Promise<number> {
-  const d = reportDialect(store.kind);
-  const [r] = await store.query(`SELECT count(*) AS n FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?`, [f.orgId, f.from, f.to]);
+  const dialect = reportDialect(store.kind);
+  const [r] = await store.query(`SELECT count(*) AS n FROM ${dialect.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?`, [f.orgId, f.from, f.to]);
   return Number(r?.n ?? 0);
 }
 

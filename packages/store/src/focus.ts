@@ -1,3 +1,4 @@
+import { DAY_MS, floorDay } from '@trace-ingest/shared/dates';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import { reportDialect } from './reports.js';
@@ -110,7 +111,6 @@ const BUCKETS: readonly Bucket[] = USAGE_DIMENSIONS.flatMap((d): Bucket[] => {
 });
 
 const SCALE = 10n ** 18n;
-const DAY_MS = 86_400_000;
 const instant = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 export interface FocusFilter {
@@ -124,7 +124,7 @@ export interface FocusFilter {
 
 /** The spans of one window, only the columns a charge needs, in trace order: a trace's rows come together. */
 function sourceQuery(kind: SpanStore['kind'], f: { orgId: string; from: number; to: number }): { sql: string; params: unknown[] } {
-  const d = reportDialect(kind);
+  const dialect = reportDialect(kind);
   const cols = [
     'trace_id',
     'customer_id',
@@ -133,9 +133,9 @@ function sourceQuery(kind: SpanStore['kind'], f: { orgId: string; from: number; 
     'model_id',
     'price_source',
     ...BUCKETS.map((b) => b.column),
-    ...BUCKETS.map((b) => `${d.text(b.cost)} AS ${b.cost}`),
+    ...BUCKETS.map((b) => `${dialect.text(b.cost)} AS ${b.cost}`),
   ];
-  const inner = `(SELECT * FROM ${d.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?) s`;
+  const inner = `(SELECT * FROM ${dialect.from} WHERE org_id = ? AND start_time >= ? AND start_time < ?) s`;
   return { sql: `SELECT ${cols.join(', ')} FROM ${inner} ORDER BY trace_id`, params: [f.orgId, f.from, f.to] };
 }
 
@@ -231,7 +231,7 @@ function records(
  */
 export async function* focusRecords(store: SpanStore, f: FocusFilter): AsyncIterable<FocusRecord> {
   for (let lo = f.from; lo < f.to;) {
-    const hi = Math.min(f.to, (Math.floor(lo / DAY_MS) + 1) * DAY_MS);
+    const hi = Math.min(f.to, floorDay(lo) + DAY_MS);
     const window = { from: lo, to: hi };
     const { sql, params } = sourceQuery(store.kind, { orgId: f.orgId, ...window });
     let trace: { id: string; customer: string; workflow: string } | undefined;

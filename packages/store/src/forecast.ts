@@ -1,3 +1,4 @@
+import { DAY_MS, dayMs, floorDay, utcDay } from '@trace-ingest/shared/dates';
 import { divRoundHalfEven, formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { dailyCosts, usageReport, type GroupBy } from './reports.js';
 import type { SpanStore } from './span-store.js';
@@ -23,7 +24,6 @@ import type { SpanStore } from './span-store.js';
  */
 
 export const RATE_DAYS = 14;
-const DAY_MS = 86_400_000;
 const PERCENT = 100n * 10n ** 18n;
 /** A forecast is an estimate: its figures are given to 4 decimals (half even), as the console shows money. */
 const FORECAST_UNIT = 10n ** 14n;
@@ -47,9 +47,6 @@ export interface AnomalyRule {
 
 export const DEFAULT_ANOMALY: AnomalyRule = { factor: 3n, minUsd: parseDecimal('1') };
 const ANOMALY_MIN_DAYS = 7;
-
-export const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
-const dayStart = (ms: number): number => Math.floor(ms / DAY_MS) * DAY_MS;
 
 /** Days in the UTC month of a YYYY-MM-DD day. */
 function monthLength(day: string): number {
@@ -87,7 +84,7 @@ export function project(input: { day: string; spentBeforeToday: bigint; today: b
     if (endOfToday >= b) crossesOn = day;
     else if (rate > 0n) {
       const k = (b - endOfToday + rate - 1n) / rate;
-      if (k <= daysAfter) crossesOn = dayText(Date.parse(`${day}T00:00:00Z`) + Number(k) * DAY_MS);
+      if (k <= daysAfter) crossesOn = utcDay(dayMs(day) + Number(k) * DAY_MS);
     }
   }
   return { projectedUsd: formatDecimal(projected), dailyRateUsd: formatDecimal(rate), crossesOn };
@@ -95,7 +92,7 @@ export function project(input: { day: string; spentBeforeToday: bigint; today: b
 
 /** The 14 complete days before `today`'s, oldest first, from a map of day → cost (absent days are 0). */
 function window(costs: ReadonlyMap<string, bigint> | undefined, todayMs: number): bigint[] {
-  return Array.from({ length: RATE_DAYS }, (_, i) => costs?.get(dayText(todayMs - (RATE_DAYS - i) * DAY_MS)) ?? 0n);
+  return Array.from({ length: RATE_DAYS }, (_, i) => costs?.get(utcDay(todayMs - (RATE_DAYS - i) * DAY_MS)) ?? 0n);
 }
 
 /**
@@ -116,13 +113,13 @@ export function backtest(daily: ReadonlyMap<string, bigint>, day: string, months
     let actual = 0n;
     let before = 0n;
     for (let t = start; t < end; t += DAY_MS) {
-      const c = daily.get(dayText(t)) ?? 0n;
+      const c = daily.get(utcDay(t)) ?? 0n;
       actual += c;
       if (t < asOf) before += c;
     }
     if (actual === 0n) continue;
     const rate = runRate(window(daily, asOf)) ?? 0n;
-    const p = parseDecimal(project({ day: dayText(asOf), spentBeforeToday: before, today: 0n, rate }).projectedUsd);
+    const p = parseDecimal(project({ day: utcDay(asOf), spentBeforeToday: before, today: 0n, rate }).projectedUsd);
     const diff = p > actual ? p - actual : actual - p;
     sum += (diff * PERCENT) / actual;
     n++;
@@ -174,7 +171,7 @@ export interface SpendSnapshot {
  * less than a month's and a day's report apart (bench/budget-check.js).
  */
 export async function readSpend(store: SpanStore, orgId: string, now: number, by: Extract<GroupBy, 'customer' | 'model'>): Promise<SpendSnapshot> {
-  const today = dayStart(now);
+  const today = floorDay(now);
   const d = new Date(now);
   const monthFrom = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
   const monthTo = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
@@ -196,7 +193,7 @@ export async function readSpend(store: SpanStore, orgId: string, now: number, by
       if (i >= 0 && i < RATE_DAYS) s.days[i] = (s.days[i] ?? 0n) + c;
     }
   }
-  return { month: dayText(now).slice(0, 7), day: dayText(now), total, groups, readAt: now };
+  return { month: utcDay(now).slice(0, 7), day: utcDay(now), total, groups, readAt: now };
 }
 
 /** The month-end forecast of a group (or the org's total) of a snapshot. */

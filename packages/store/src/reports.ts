@@ -1,10 +1,12 @@
+import { addDays, ceilDay, floorDay, utcDay } from '@trace-ingest/shared/dates';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { COST_COLUMNS, REPORT_COST_COLUMNS, SPAN_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, REPORT_COST_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
 import type { Span } from '@trace-ingest/shared/schema';
 import { candidateValueSql, CLICKHOUSE_ROLLUP, DUCKDB_ROLLUP, TRACE_WINDOW_DAYS, type RollupDialect } from '@trace-ingest/shared/rollups';
 import type { CostChange, QueryRow, SpanStore, SqlPart } from './span-store.js';
 import { costDescending } from './clickhouse-sql.js';
+import { decimalText, storedColumns, storedToRow } from './row-codec.js';
 import { dateLiteral, RefreshScope, TOP_LISTS, type TopListName } from './top-lists.js';
 
 export { RefreshScope };
@@ -61,8 +63,7 @@ export interface ReportDialect {
   text(expr: string): string;
   /**
    * Expressions as one comma-separated text: a report's measures come back as
-   * one value per row, since converting each value of a result costs a store's
-   * client more than computing it (18k rows x 20 measures on DuckDB: ~400 ms apart, ~120 ms packed).
+   * one value per row, since converting each value of a result costs a store's client more than computing it.
    */
   pack(exprs: readonly string[]): string;
   /** A condition: the span has a model but no price. */
@@ -85,9 +86,8 @@ export interface ReportDialect {
   costDesc(expr: string): string;
   /**
    * Whether a top-list ranking runs on its own before the ranked groups'
-   * measures are read with their ids as values (ClickHouse 18.16: 1M spans
-   * over 90 days, 170 -> 50 + 47 ms), or as their subquery of IN (DuckDB:
-   * one query, 49-58 against 57-66 ms apart).
+   * measures are read with their ids as values (faster on ClickHouse), or as
+   * their subquery of IN (faster on DuckDB, as one query).
    */
   ranksApart: boolean;
 }
@@ -98,8 +98,8 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         from: 'spans FINAL',
         text: (e) => `toString(${e})`,
         pack: (es) => `concat(${es.map((e) => `toString(${e})`).join(", ',', ")})`,
-        unpricedCondition: "priced = 0 AND model_id != ''",
-        unpriced: "sum(if(priced = 0 AND model_id != '', 1, 0))",
+        unpricedCondition: CLICKHOUSE_ROLLUP.unpriced,
+        unpriced: `sum(if(${CLICKHOUSE_ROLLUP.unpriced}, 1, 0))`,
         dateLiteral: (day) => `toDate('${day}')`,
         addDays: (e, n) => `addDays(${e}, ${n})`,
         sumIf: (c, cond) => `sumMergeIf(${c}, ${cond})`,
@@ -114,8 +114,8 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
         text: (e) => `CAST(${e} AS VARCHAR)`,
         // concat_ws skips NULLs, which would shift every later measure: an empty sum is 0.
         pack: (es) => `concat_ws(',', ${es.map((e) => `coalesce(CAST(${e} AS VARCHAR), '0')`).join(', ')})`,
-        unpricedCondition: "NOT priced AND model_id <> ''",
-        unpriced: "sum(CASE WHEN NOT priced AND model_id <> '' THEN 1 ELSE 0 END)",
+        unpricedCondition: DUCKDB_ROLLUP.unpriced,
+        unpriced: `sum(${DUCKDB_ROLLUP.unpricedFlag})`,
         dateLiteral,
         addDays: (e, n) => `(${e} + ${n})`,
         sumIf: (c, cond) => `sum(${c}) FILTER (WHERE ${cond})`,
@@ -127,9 +127,9 @@ export function reportDialect(kind: SpanStore['kind']): ReportDialect {
       };
 }
 
-function filterSql(f: Omit<UsageFilter, 'by' | 'then'>, d: ReportDialect): { where: string; params: unknown[] } {
+function filterSql(f: Omit<UsageFilter, 'by' | 'then'>, dialect: ReportDialect): { where: string; params: unknown[] } {
   // The days too: ClickHouse finds rows by its sort key (org, start_date, ...), not by start_time.
-  const where = ['org_id = ?', ...dayBounds(d, f.from, f.to), 'start_time >= ?', 'start_time < ?'];
+  const where = ['org_id = ?', ...dayBounds(dialect, f.from, f.to), 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.customerId !== undefined) {
     where.push('customer_id = ?');
@@ -143,10 +143,125 @@ function filterSql(f: Omit<UsageFilter, 'by' | 'then'>, d: ReportDialect): { whe
 }
 
 /** The UTC days holding [from, to), as conditions on start_date (literals made here from numbers). */
-function dayBounds(d: ReportDialect, from: number, to: number): string[] {
-  const safe = (ms: number) => dayText(Math.min(Math.max(ms, 0), 253_402_300_799_999));
-  return [`start_date >= ${d.dateLiteral(safe(from))}`, `start_date <= ${d.dateLiteral(safe(to - 1))}`];
+function dayBounds(dialect: ReportDialect, from: number, to: number): string[] {
+  const safe = (ms: number) => utcDay(Math.min(Math.max(ms, 0), 253_402_300_799_999));
+  return [`start_date >= ${dialect.dateLiteral(safe(from))}`, `start_date <= ${dialect.dateLiteral(safe(to - 1))}`];
 }
+
+/**
+ * What a report's route is chosen from: its filter, what the store keeps,
+ * and the facts that cost a query, asked only when a route's condition needs them.
+ */
+export interface ReportInputs<F> {
+  f: F;
+  /** Whether the store keeps rollups; without them every report scans the spans (the oracle tests compare reports with). */
+  rollups: boolean;
+  /** The groups a day of the store's top lists keeps; undefined when it keeps none. */
+  listsPerDay: number | undefined;
+  /** The range as whole days the rollups answer and cut edges the spans answer, read once when first asked. */
+  range(): Promise<RangeRoute>;
+  /** Whether a top list is up to date for these days (each day asked once among the reads of a RefreshScope). */
+  listsReady(name: TopListName, days: Days): Promise<boolean>;
+}
+
+/** One way to answer a report: the inputs it answers, and how it reads them. */
+export interface ReportRoute<F, R> {
+  name: string;
+  when(q: ReportInputs<F>): boolean | Promise<boolean>;
+  read(store: SpanStore, q: ReportInputs<F>): Promise<R>;
+}
+
+/** The first route whose condition holds (every table ends with one that always holds). */
+export async function chooseRoute<F, R>(routes: readonly ReportRoute<F, R>[], q: ReportInputs<F>): Promise<ReportRoute<F, R>> {
+  for (const route of routes) if (await route.when(q)) return route;
+  throw new Error('no report route holds');
+}
+
+/** A report read by the first route of `routes` that holds for `f` on this store. */
+async function planned<F extends { orgId: string }, R>(
+  store: SpanStore,
+  routes: readonly ReportRoute<F, R>[],
+  f: F,
+  range: () => RangeRoute | Promise<RangeRoute>,
+  scope = new RefreshScope(),
+): Promise<R> {
+  const lists = store.topLists;
+  let known: Promise<RangeRoute> | undefined;
+  const q: ReportInputs<F> = {
+    f,
+    rollups: store.rollups,
+    listsPerDay: lists?.perDay,
+    range: () => (known ??= Promise.resolve().then(range)),
+    listsReady: async (name, days) => lists !== undefined && (await scope.refresh(lists, name, f.orgId, days.from, days.to)),
+  };
+  return (await chooseRoute(routes, q)).read(store, q);
+}
+
+/** The whole days of a range, when it has no cut edge. */
+async function wholeDays(q: ReportInputs<unknown>): Promise<Days | undefined> {
+  const { days, edges } = await q.range();
+  return edges.length === 0 ? days : undefined;
+}
+
+/** The whole days a route's condition found there. */
+async function daysOf(q: ReportInputs<unknown>): Promise<Days> {
+  const { days } = await q.range();
+  if (days === undefined) throw new Error('a rollup route on a range of no whole day');
+  return days;
+}
+
+type UsageQuery = UsageFilter & { limit?: number | undefined };
+
+/** The rollup holding a usage report's grouping, or undefined when the spans must be read. */
+const usageSource = (q: ReportInputs<UsageQuery>): DailySource | 'traces' | undefined =>
+  q.rollups && q.f.traceId === undefined ? rollupFor(q.f.by, q.f.then, q.f.customerId !== undefined) : undefined;
+
+/**
+ * Whether the per-day top lists rank this report: one grouping by `name`,
+ * no customer, no more groups than a day's list keeps, whole days, lists up to date.
+ */
+async function listsRank(q: ReportInputs<UsageQuery>, name: TopListName): Promise<boolean> {
+  const { f } = q;
+  if (usageSource(q) === undefined || f.by !== name || f.then !== undefined || f.customerId !== undefined) return false;
+  if (f.limit === undefined || q.listsPerDay === undefined || f.limit > q.listsPerDay) return false;
+  const days = await wholeDays(q);
+  return days !== undefined && (await q.listsReady(name, days));
+}
+
+/** A reader of a range's whole days (by `readDays`) and of its cut edges (from the spans), added up and cut to the limit. */
+function daysAndEdges(
+  readDays: (store: SpanStore, f: UsageQuery, days: Days, q: ReportInputs<UsageQuery>) => Promise<UsageRow[]>,
+): ReportRoute<UsageQuery, UsageRow[]>['read'] {
+  return async (store, q) => {
+    const { f } = q;
+    const { days, edges } = await q.range();
+    const parts: UsageRow[][] = [];
+    // With partial days at the edges the ranked cut is made after they are added in.
+    const limit = edges.length === 0 ? f.limit : undefined;
+    if (days !== undefined) parts.push(await readDays(store, { ...f, limit }, days, q));
+    for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
+    const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
+    return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
+  };
+}
+
+/** usageReport's routes, in the order they are tried. */
+export const USAGE_ROUTES: readonly ReportRoute<UsageQuery, UsageRow[]>[] = [
+  { name: 'scan', when: (q) => usageSource(q) === undefined, read: (store, q) => scanReport(store, q.f) },
+  { name: 'trace top list', when: (q) => listsRank(q, 'trace'), read: daysAndEdges((store, f, days) => fromTopList(store, 'trace', f, days)) },
+  { name: 'session top list', when: (q) => listsRank(q, 'session'), read: daysAndEdges((store, f, days) => fromTopList(store, 'session', f, days)) },
+  {
+    name: 'traces',
+    when: (q) => usageSource(q) === 'traces' && q.f.by === 'trace' && q.f.then === undefined && q.f.customerId === undefined,
+    read: daysAndEdges(traceTotals),
+  },
+  { name: 'trace fields', when: (q) => usageSource(q) === 'traces', read: daysAndEdges(traceFieldReport) },
+  {
+    name: 'daily rollup',
+    when: (q) => typeof usageSource(q) === 'object',
+    read: daysAndEdges((store, f, days, q) => dailyReport(store, f, days, usageSource(q) as DailySource)),
+  },
+];
 
 /**
  * Usage grouped by one dimension (and optionally a second inside it). With
@@ -154,38 +269,28 @@ function dayBounds(d: ReportDialect, from: number, to: number): string[] {
  * grouping only), so a range with millions of traces stays cheap. Reads
  * that share a `scope` bring each top list day up to date once among them.
  */
-export async function usageReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }, scope?: RefreshScope): Promise<UsageRow[]> {
-  const source = store.rollups && f.traceId === undefined ? rollupFor(f.by, f.then, f.customerId !== undefined) : undefined;
-  if (source === undefined) return scanReport(store, f);
-  const { days, edges } = await reportRoute(store, f);
-  const parts: UsageRow[][] = [];
-  // With partial days at the edges the ranked cut is made after they are added in.
-  const limit = edges.length === 0 ? f.limit : undefined;
-  if (days !== undefined)
-    parts.push(await (source === 'traces' ? traceReport(store, { ...f, limit }, days, scope) : dailyReport(store, { ...f, limit }, days, source, scope)));
-  for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
-  const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
-  return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
+export async function usageReport(store: SpanStore, f: UsageQuery, scope?: RefreshScope): Promise<UsageRow[]> {
+  return planned(store, USAGE_ROUTES, f, () => reportRoute(store, f), scope);
 }
 
 /** Usage read from the spans themselves: a single trace, a grouping no rollup holds, and the partial days at a range's edges. */
 async function scanReport(store: SpanStore, f: UsageFilter & { limit?: number | undefined }): Promise<UsageRow[]> {
-  const d = reportDialect(store.kind);
+  const dialect = reportDialect(store.kind);
   const group = GROUPS[f.by];
-  const filter = filterSql(f, d);
+  const filter = filterSql(f, dialect);
   let { where, params } = filter;
   const sub = f.then === undefined ? undefined : GROUPS[f.then];
   if (f.limit !== undefined && sub === undefined) {
     // Ranked in a subquery: in ClickHouse the outer select's alias total_cost would shadow the column.
     where +=
-      ` AND ${group} IN (SELECT ${group} FROM ${d.from} WHERE ${filter.where} ` +
-      `GROUP BY ${group} ORDER BY ${d.costDesc('sum(total_cost)')}, ${group} LIMIT ${rowCount(f.limit)})`;
+      ` AND ${group} IN (SELECT ${group} FROM ${dialect.from} WHERE ${filter.where} ` +
+      `GROUP BY ${group} ORDER BY ${dialect.costDesc('sum(total_cost)')}, ${group} LIMIT ${rowCount(f.limit)})`;
     params = [...params, ...filter.params];
   }
-  const measures = d.pack(['count(*)', d.unpriced, ...TOKENS.map((t) => `sum(${t})`), ...COSTS.map((c) => `sum(${c})`)]);
+  const measures = dialect.pack(['count(*)', dialect.unpriced, ...TOKENS.map((t) => `sum(${t})`), ...COSTS.map((c) => `sum(${c})`)]);
   const sql =
-    `SELECT ${d.text(group)} AS grp, ${sub === undefined ? '' : `${d.text(sub)} AS sub, `}${measures} AS m ` +
-    `FROM ${d.from} WHERE ${where} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
+    `SELECT ${dialect.text(group)} AS grp, ${sub === undefined ? '' : `${dialect.text(sub)} AS sub, `}${measures} AS m ` +
+    `FROM ${dialect.from} WHERE ${where} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`}`;
   return sortRows((await store.query(sql, params)).map((r) => toUsageRow(r, sub !== undefined)));
 }
 
@@ -206,14 +311,6 @@ function toUsageRow(r: QueryRow, withSub: boolean): UsageRow {
   };
 }
 
-/** A store's decimal text in formatDecimal's form (no trailing zeros, no '-0'), without a round trip through bigint. */
-export function decimalText(s: string): string {
-  if (!/^-?\d+(\.\d+)?$/.test(s)) return formatDecimal(parseDecimal(s));
-  let t = s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s;
-  t = t.replace(/^(-?)0+(?=\d)/, '$1');
-  return t === '-0' ? '0' : t;
-}
-
 /** Sorted by cost, exactly (decimal comparison), then by name. Each cost is parsed once, not once per comparison. */
 function sortRows(rows: UsageRow[]): UsageRow[] {
   const keyed = rows.map((r) => ({ r, cost: parseDecimal(r.costs.total_cost) }));
@@ -224,7 +321,7 @@ function sortRows(rows: UsageRow[]): UsageRow[] {
   return keyed.map((k) => k.r);
 }
 
-/** Code-unit order: the same on every machine, and ~20x cheaper than localeCompare on large reports. */
+/** Code-unit order: the same on every machine, and far cheaper than localeCompare on large reports. */
 const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Rows of the same group (and subgroup) from several parts of a range, added up. */
@@ -262,23 +359,23 @@ function rollupFor(by: GroupBy, then: GroupBy | undefined, byCustomer: boolean):
   return DAILY_SOURCES.find((s) => fits(s.groups)) ?? (fits(TRACE_GROUPS) ? 'traces' : undefined);
 }
 
-const DAY = 86_400_000;
-const dayText = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+/** Whole UTC days [from, to) as YYYY-MM-DD. */
+type Days = { from: string; to: string };
 
 export interface RangeRoute {
-  days?: { from: string; to: string };
+  days?: Days;
   edges: { from: number; to: number }[];
 }
 
 /** A range as whole UTC days [from, to) the rollups answer, and the partial days at its edges the spans answer. */
 export function splitRange(from: number, to: number): RangeRoute {
-  const first = Math.ceil(from / DAY) * DAY;
-  const last = Math.floor(to / DAY) * DAY;
+  const first = ceilDay(from);
+  const last = floorDay(to);
   if (first >= last) return { edges: from < to ? [{ from, to }] : [] };
   const edges: { from: number; to: number }[] = [];
   if (from < first) edges.push({ from, to: first });
   if (last < to) edges.push({ from: last, to });
-  return { days: { from: dayText(first), to: dayText(last) }, edges };
+  return { days: { from: utcDay(first), to: utcDay(last) }, edges };
 }
 
 /**
@@ -289,14 +386,14 @@ export function splitRange(from: number, to: number): RangeRoute {
  */
 export async function settleRange(store: SpanStore, orgId: string, from: number, to: number): Promise<{ from: number; to: number }> {
   if (!store.rollups || to <= from) return { from, to };
-  const [lo, hi] = [Math.floor(from / DAY) * DAY, Math.ceil(to / DAY) * DAY];
+  const [lo, hi] = [floorDay(from), ceilDay(to)];
   if (lo < 0 || hi > 253_402_300_799_999) return { from, to };
-  const d = reportDialect(store.kind);
+  const dialect = reportDialect(store.kind);
   // One row at most, read by start time within one day: the row groups (granules) before or after the cut are skipped.
   const empty = async (a: number, b: number) =>
     (
       await store.query(
-        `SELECT 1 AS x FROM spans WHERE org_id = ? AND ${dayBounds(d, a, b).join(' AND ')} ` +
+        `SELECT 1 AS x FROM spans WHERE org_id = ? AND ${dayBounds(dialect, a, b).join(' AND ')} ` +
           `AND start_time >= ${Math.trunc(a)} AND start_time < ${Math.trunc(b)} LIMIT 1`,
         [orgId],
       )
@@ -325,9 +422,9 @@ function sumsSql(agg: (fn: 'sum', e: string) => string = (fn, e) => `${fn}(${e})
  * decimals and 64-bit counts come back exact. Converted outside the
  * aggregation: a store converts only the rows that remain after LIMIT.
  */
-function asText(d: ReportDialect, inner: string, withSub: boolean): string {
-  const measures = d.pack(ROLLUP_MEASURES.map((m) => `s_${m}`));
-  return `SELECT ${d.text('grp')} AS grp, ${withSub ? `${d.text('sub')} AS sub, ` : ''}${measures} AS m FROM (${inner}) r`;
+function asText(dialect: ReportDialect, inner: string, withSub: boolean): string {
+  const measures = dialect.pack(ROLLUP_MEASURES.map((m) => `s_${m}`));
+  return `SELECT ${dialect.text('grp')} AS grp, ${withSub ? `${dialect.text('sub')} AS sub, ` : ''}${measures} AS m FROM (${inner}) r`;
 }
 
 /** A limit as SQL's LIMIT takes it: a whole number, at least 0. */
@@ -338,7 +435,7 @@ const rowCount = (limit: number): number => Math.max(0, Math.trunc(limit));
  * measure is then summed for those groups only (a range with 2M traces: the
  * ranking reads two columns, not twenty). Only for groupings with about as
  * many groups as rows: for customers or models the second read of the rows
- * costs more than it saves (usage --by model, 1M rows: 54 -> 85 ms).
+ * costs more than it saves.
  */
 const RANKED_FIRST: ReadonlySet<GroupBy> = new Set(['trace', 'session']);
 
@@ -347,38 +444,28 @@ const RANKED_FIRST: ReadonlySet<GroupBy> = new Set(['trace', 'session']);
  * the params of `where` it needs.
  */
 function topGroupsSql(
-  d: ReportDialect,
+  dialect: ReportDialect,
   q: { group: string; table: string; where: string; spans: string; cost: string; limit: number },
   params: readonly unknown[],
 ): { sql: string; params: unknown[] } {
   const groups = `SELECT ${q.group} AS ti_g, ${q.cost} AS ti_c FROM ${q.table} WHERE ${q.where} GROUP BY ${q.group} HAVING ${q.spans} <> 0`;
-  return { sql: `SELECT ti_g FROM (${groups}) g ORDER BY ${d.costDesc('ti_c')}, ti_g LIMIT ${rowCount(q.limit)}`, params: [...params] };
+  return { sql: `SELECT ti_g FROM (${groups}) g ORDER BY ${dialect.costDesc('ti_c')}, ti_g LIMIT ${rowCount(q.limit)}`, params: [...params] };
 }
 
-async function dailyReport(
-  store: SpanStore,
-  f: UsageFilter & { limit?: number | undefined },
-  days: { from: string; to: string },
-  source: DailySource,
-  scope?: RefreshScope,
-): Promise<UsageRow[]> {
-  const d = reportDialect(store.kind);
+async function dailyReport(store: SpanStore, f: UsageQuery, days: Days, source: DailySource): Promise<UsageRow[]> {
+  const dialect = reportDialect(store.kind);
   const group = source.groups[f.by] as string;
   const sub = f.then === undefined ? undefined : source.groups[f.then];
-  const where = ['org_id = ?', `start_date >= ${d.dateLiteral(days.from)}`, `start_date < ${d.dateLiteral(days.to)}`];
+  const where = ['org_id = ?', `start_date >= ${dialect.dateLiteral(days.from)}`, `start_date < ${dialect.dateLiteral(days.to)}`];
   const params: unknown[] = [f.orgId];
   if (f.customerId !== undefined) {
     where.push('customer_id = ?');
     params.push(f.customerId);
   }
-  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY ${d.costDesc('sum(total_cost)')}, grp LIMIT ${rowCount(f.limit)}` : '';
-  if (ranked !== '' && f.by === 'session' && f.customerId === undefined) {
-    const top = await fromTopList(store, 'session', f, days, scope);
-    if (top !== undefined) return top;
-  }
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY ${dialect.costDesc('sum(total_cost)')}, grp LIMIT ${rowCount(f.limit)}` : '';
   if (ranked !== '' && RANKED_FIRST.has(f.by)) {
     const top = topGroupsSql(
-      d,
+      dialect,
       { group, table: source.table, where: where.join(' AND '), spans: 'sum(spans)', cost: 'sum(total_cost)', limit: f.limit ?? 0 },
       params,
     );
@@ -388,7 +475,25 @@ async function dailyReport(
   const sql =
     `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql()} FROM ${source.table} ` +
     `WHERE ${where.join(' AND ')} GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(spans) <> 0${ranked}`;
-  return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
+  return (await store.query(asText(dialect, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
+}
+
+/** Per trace with no field to resolve: the rows of the range's days alone. */
+async function traceTotals(store: SpanStore, f: UsageQuery, days: Days): Promise<UsageRow[]> {
+  const dialect = reportDialect(store.kind);
+  const ranked = f.limit === undefined ? '' : ` ORDER BY ${dialect.costDesc(dialect.rollup.traceMerge('sum', 'total_cost'))}, grp LIMIT ${rowCount(f.limit)}`;
+  let where = `org_id = ? AND start_date >= ${dialect.dateLiteral(days.from)} AND start_date < ${dialect.dateLiteral(days.to)}`;
+  const params: unknown[] = [f.orgId];
+  if (f.limit !== undefined) {
+    const [spans, cost] = [dialect.rollup.traceMerge('sum', 'spans'), dialect.rollup.traceMerge('sum', 'total_cost')];
+    const top = topGroupsSql(dialect, { group: 'trace_id', table: 'traces', where, spans, cost, limit: f.limit }, params);
+    where += ` AND trace_id IN (${top.sql})`;
+    params.push(...top.params);
+  }
+  const sql =
+    `SELECT trace_id AS grp, ${sumsSql(dialect.rollup.traceMerge)} FROM traces WHERE ${where} ` +
+    `GROUP BY trace_id HAVING ${dialect.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
+  return (await store.query(asText(dialect, sql, false), params)).map((r) => toUsageRow(r, false));
 }
 
 /**
@@ -396,90 +501,59 @@ async function dailyReport(
  * rows of the neighbouring days count, as at insert) and its measures of the
  * range's days, grouped by trace or by a resolved field.
  */
-async function traceReport(
-  store: SpanStore,
-  f: UsageFilter & { limit?: number | undefined },
-  days: { from: string; to: string },
-  scope?: RefreshScope,
-): Promise<UsageRow[]> {
-  const d = reportDialect(store.kind);
-  if (f.by === 'trace' && f.then === undefined && f.customerId === undefined) {
-    const top = await fromTopList(store, 'trace', f, days, scope);
-    if (top !== undefined) return top;
-    // Per trace with no field to resolve: the rows of the range's days alone.
-    const ranked = f.limit === undefined ? '' : ` ORDER BY ${d.costDesc(d.rollup.traceMerge('sum', 'total_cost'))}, grp LIMIT ${rowCount(f.limit)}`;
-    let where = `org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
-    const params: unknown[] = [f.orgId];
-    if (f.limit !== undefined) {
-      const [spans, cost] = [d.rollup.traceMerge('sum', 'spans'), d.rollup.traceMerge('sum', 'total_cost')];
-      const top = topGroupsSql(d, { group: 'trace_id', table: 'traces', where, spans, cost, limit: f.limit }, params);
-      where += ` AND trace_id IN (${top.sql})`;
-      params.push(...top.params);
-    }
-    const sql =
-      `SELECT trace_id AS grp, ${sumsSql(d.rollup.traceMerge)} FROM traces WHERE ${where} ` +
-      `GROUP BY trace_id HAVING ${d.rollup.traceMerge('sum', 'spans')} <> 0${ranked}`;
-    return (await store.query(asText(d, sql, false), params)).map((r) => toUsageRow(r, false));
-  }
+async function traceFieldReport(store: SpanStore, f: UsageQuery, days: Days): Promise<UsageRow[]> {
+  const dialect = reportDialect(store.kind);
   // Day literals come from splitRange (numbers formatted here), never from request text.
-  const inRange = `start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}`;
-  const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(d.rollup, d.rollup.traceMerge('min', `${g}_c`)));
-  const measures = ROLLUP_MEASURES.map((m) => `${d.sumIf(m, inRange)} AS t_${m}`).join(', ');
+  const inRange = `start_date >= ${dialect.dateLiteral(days.from)} AND start_date < ${dialect.dateLiteral(days.to)}`;
+  const field = (g: string) => (g === 'trace_id' ? 'trace_id' : candidateValueSql(dialect.rollup, dialect.rollup.traceMerge('min', `${g}_c`)));
+  const measures = ROLLUP_MEASURES.map((m) => `${dialect.sumIf(m, inRange)} AS t_${m}`).join(', ');
   const inner =
     `SELECT trace_id, ${field('customer')} AS customer, ${field('session')} AS session, ${field('workflow')} AS workflow, ${measures} ` +
-    `FROM traces WHERE org_id = ? AND start_date >= ${d.addDays(d.dateLiteral(days.from), -TRACE_WINDOW_DAYS)} ` +
-    `AND start_date < ${d.addDays(d.dateLiteral(days.to), TRACE_WINDOW_DAYS)} GROUP BY trace_id HAVING ${d.countIf(inRange)} > 0`;
+    `FROM traces WHERE org_id = ? AND start_date >= ${dialect.addDays(dialect.dateLiteral(days.from), -TRACE_WINDOW_DAYS)} ` +
+    `AND start_date < ${dialect.addDays(dialect.dateLiteral(days.to), TRACE_WINDOW_DAYS)} GROUP BY trace_id HAVING ${dialect.countIf(inRange)} > 0`;
   const params: unknown[] = [f.orgId];
   const group = TRACE_GROUPS[f.by] as string;
   const sub = f.then === undefined ? undefined : TRACE_GROUPS[f.then];
   const where = f.customerId === undefined ? '' : ' WHERE customer = ?';
   if (f.customerId !== undefined) params.push(f.customerId);
-  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY ${d.costDesc('sum(t_total_cost)')}, grp LIMIT ${rowCount(f.limit)}` : '';
+  const ranked = f.limit !== undefined && sub === undefined ? ` ORDER BY ${dialect.costDesc('sum(t_total_cost)')}, grp LIMIT ${rowCount(f.limit)}` : '';
   const sql =
     `SELECT ${group} AS grp, ${sub === undefined ? '' : `${sub} AS sub, `}${sumsSql(undefined, 't_')} FROM (${inner}) t${where} ` +
     `GROUP BY ${group}${sub === undefined ? '' : `, ${sub}`} HAVING sum(t_spans) <> 0${ranked}`;
-  return (await store.query(asText(d, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
+  return (await store.query(asText(dialect, sql, sub !== undefined), params)).map((r) => toUsageRow(r, sub !== undefined));
 }
 
 /**
  * The first `limit` traces or sessions of a range from the store's per-day
- * top lists (undefined when it keeps none, or keeps fewer a day than asked):
+ * top lists (the planner found them up to date and keeping as many a day):
  * their rows are few a day, whatever the traffic.
  */
-async function fromTopList(
-  store: SpanStore,
-  name: TopListName,
-  f: UsageFilter & { limit?: number | undefined },
-  days: { from: string; to: string },
-  scope = new RefreshScope(),
-): Promise<UsageRow[] | undefined> {
+async function fromTopList(store: SpanStore, name: TopListName, f: UsageQuery, days: Days): Promise<UsageRow[]> {
   const lists = store.topLists;
-  if (!store.rollups || lists === undefined || f.limit === undefined || f.limit > lists.perDay) return undefined;
-  // Lists not yet built for the derived rows of a day: the ranking reads the derived rows instead.
-  if (!(await scope.refresh(lists, name, f.orgId, days.from, days.to))) return undefined;
-  const d = reportDialect(store.kind);
+  if (lists === undefined || f.limit === undefined) throw new Error('a top list route with no lists or no limit');
+  const dialect = reportDialect(store.kind);
   const { group } = TOP_LISTS[name];
   const limit = rowCount(f.limit);
   const rows = (cond: SqlPart) => lists.rows(name, f.orgId, days.from, days.to, cond);
   const single = rows({ sql: `NOT multi AND day_rank <= ${limit}`, params: [] });
   const multi = rows({ sql: 'multi', params: [] });
   // Ranked on the cost alone, then every measure summed for the groups ranked: a group of one day is one row (no grouping),
-  // and only the groups of several days are summed (90 days of 1,000 a day, 1M spans: 92 -> 46 ms).
+  // and only the groups of several days are summed.
   const ranked =
     `SELECT ${group} FROM (SELECT ${group}, total_cost AS c FROM ${single.sql} ` +
     `UNION ALL SELECT ${group}, sum(total_cost) AS c FROM ${multi.sql} GROUP BY ${group} HAVING sum(spans) <> 0) r ` +
-    `ORDER BY ${d.costDesc('c')}, ${group} LIMIT ${limit}`;
+    `ORDER BY ${dialect.costDesc('c')}, ${group} LIMIT ${limit}`;
   const rankedParams = [...single.params, ...multi.params];
   const of = (groups: SqlPart) => rows({ sql: `(day_rank <= ${limit} OR multi) AND ${group} IN (${groups.sql})`, params: groups.params });
   let read: SqlPart;
-  if (d.ranksApart) {
+  if (dialect.ranksApart) {
     const ids = (await store.query(ranked, rankedParams)).map((r) => String(r[group]));
     if (ids.length === 0) return [];
     read = of({ sql: ids.map(() => '?').join(', '), params: ids });
   } else read = of({ sql: ranked, params: rankedParams });
   // In no order: usageReport sorts the rows exactly.
   const sql = `SELECT ${group} AS grp, ${sumsSql()} FROM ${read.sql} GROUP BY ${group}`;
-  return (await store.query(asText(d, sql, false), read.params)).map((r) => toUsageRow(r, false));
+  return (await store.query(asText(dialect, sql, false), read.params)).map((r) => toUsageRow(r, false));
 }
 
 /** A day's total cost and span count in one group, for a chart that draws nothing else. */
@@ -493,7 +567,7 @@ export interface DailyCost {
 /**
  * The total cost of each group per UTC day (in group, then day order), for `groups` only when given:
  * one measure, so a series of customers x days costs the store one sum per
- * row, not twenty (200 customers x 90 days at 1M spans: ~120 ms -> ~20 ms).
+ * row, not twenty.
  */
 export async function dailyCosts(
   store: SpanStore,
@@ -507,14 +581,14 @@ export async function dailyCosts(
     return byGroupAndDay(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost, spans: r.spans })));
   }
   if (f.groups !== undefined && f.groups.length === 0) return [];
-  const d = reportDialect(store.kind);
+  const dialect = reportDialect(store.kind);
   const group = source.groups[f.by] as string;
   const only = f.groups === undefined ? '' : ` AND ${group} IN (${f.groups.map(() => '?').join(', ')})`;
-  // One row per group, its days packed in one text ("day=cost=spans,..."): 18k values converted one by one cost 90 ms, packed 18.
+  // One row per group, its days packed in one text ("day=cost=spans,..."): a store's client converts one value faster than many.
   const rows = await store.query(
-    `SELECT ${d.text(group)} AS g, ${d.joinText(`concat(${d.text('start_date')}, '=', ${d.text('c')}, '=', ${d.text('n')})`)} AS days ` +
+    `SELECT ${dialect.text(group)} AS g, ${dialect.joinText(`concat(${['start_date', 'c', 'n'].map(dialect.text).join(", '=', ")})`)} AS days ` +
       `FROM (SELECT ${group}, start_date, sum(total_cost) AS c, sum(spans) AS n ` +
-      `FROM ${source.table} WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} AND start_date < ${d.dateLiteral(days.to)}${only} ` +
+      `FROM ${source.table} WHERE org_id = ? AND start_date >= ${dialect.dateLiteral(days.from)} AND start_date < ${dialect.dateLiteral(days.to)}${only} ` +
       `GROUP BY ${group}, start_date HAVING sum(spans) <> 0) r GROUP BY ${group}`,
     [f.orgId, ...(f.groups ?? [])],
   );
@@ -529,133 +603,167 @@ export async function dailyCosts(
 
 const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText(a.group, b.group) || byText(a.day, b.day));
 
+type CountQuery = Omit<UsageFilter, 'then'>;
+
+/** Traces counted from a rollup: no single trace asked for. */
+const countsTraces = (q: ReportInputs<CountQuery>): boolean => q.rollups && q.f.by === 'trace' && q.f.traceId === undefined;
+
+/** countGroups' routes, in the order they are tried. */
+export const COUNT_ROUTES: readonly ReportRoute<CountQuery, number>[] = [
+  {
+    name: 'trace top list',
+    when: async (q) => {
+      if (!countsTraces(q) || q.listsPerDay === undefined || q.f.customerId !== undefined) return false;
+      const days = await wholeDays(q);
+      return days !== undefined && (await q.listsReady('trace', days));
+    },
+    read: async (store, q) => {
+      const [days, lists] = [await daysOf(q), store.topLists];
+      if (lists === undefined) throw new Error('a top list route with no lists');
+      // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
+      const total = lists.groupCount('trace', q.f.orgId, days.from, days.to);
+      const multi = lists.rows('trace', q.f.orgId, days.from, days.to, { sql: 'multi', params: [] });
+      const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
+        ...total.params,
+        ...multi.params,
+      ]);
+      return Number(r?.n ?? 0) - Number(r?.dup ?? 0);
+    },
+  },
+  {
+    name: 'traces',
+    when: async (q) => countsTraces(q) && (await wholeDays(q)) !== undefined,
+    read: async (store, q) => {
+      const [dialect, days, { f }] = [reportDialect(store.kind), await daysOf(q), q];
+      const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(dialect.rollup, dialect.rollup.traceMerge('min', 'customer_c'))} = ?`;
+      const [r] = await store.query(
+        `SELECT count(*) AS n FROM (SELECT trace_id FROM traces WHERE org_id = ? AND start_date >= ${dialect.dateLiteral(days.from)} ` +
+          `AND start_date < ${dialect.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
+        f.customerId === undefined ? [f.orgId] : [f.orgId, f.customerId],
+      );
+      return Number(r?.n ?? 0);
+    },
+  },
+  {
+    name: 'scan',
+    when: () => true,
+    read: async (store, { f }) => {
+      const dialect = reportDialect(store.kind);
+      const { where, params } = filterSql(f, dialect);
+      const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${dialect.from} WHERE ${where}`, params);
+      return Number(r?.n ?? 0);
+    },
+  },
+];
+
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
-export async function countGroups(store: SpanStore, f: Omit<UsageFilter, 'then'>, scope = new RefreshScope()): Promise<number> {
-  const d = reportDialect(store.kind);
-  const { days, edges } = f.by === 'trace' && f.traceId === undefined ? await reportRoute(store, f) : splitRange(f.from, f.to);
-  const lists = store.topLists;
-  if (
-    store.rollups &&
-    lists !== undefined &&
-    f.by === 'trace' &&
-    f.traceId === undefined &&
-    f.customerId === undefined &&
-    edges.length === 0 &&
-    days !== undefined &&
-    (await scope.refresh(lists, 'trace', f.orgId, days.from, days.to))
-  ) {
-    // Each day's count of traces, less the traces counted on more than one day (every row of those is in the list).
-    const total = lists.groupCount('trace', f.orgId, days.from, days.to);
-    const multi = lists.rows('trace', f.orgId, days.from, days.to, { sql: 'multi', params: [] });
-    const [r] = await store.query(`SELECT ${total.sql} AS n, (SELECT count(*) - count(DISTINCT ${TOP_LISTS.trace.group}) FROM ${multi.sql}) AS dup`, [
-      ...total.params,
-      ...multi.params,
-    ]);
-    return Number(r?.n ?? 0) - Number(r?.dup ?? 0);
-  }
-  if (store.rollups && f.by === 'trace' && f.traceId === undefined && edges.length === 0 && days !== undefined) {
-    const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(d.rollup, d.rollup.traceMerge('min', 'customer_c'))} = ?`;
-    const [r] = await store.query(
-      `SELECT count(*) AS n FROM (SELECT trace_id FROM traces WHERE org_id = ? AND start_date >= ${d.dateLiteral(days.from)} ` +
-        `AND start_date < ${d.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
-      f.customerId === undefined ? [f.orgId] : [f.orgId, f.customerId],
-    );
-    return Number(r?.n ?? 0);
-  }
-  const { where, params } = filterSql(f, d);
-  const [r] = await store.query(`SELECT count(DISTINCT ${GROUPS[f.by]}) AS n FROM ${d.from} WHERE ${where}`, params);
-  return Number(r?.n ?? 0);
+export async function countGroups(store: SpanStore, f: CountQuery, scope = new RefreshScope()): Promise<number> {
+  return planned(store, COUNT_ROUTES, f, () => reportRoute(store, f), scope);
 }
+
+type LabelQuery = Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] };
+type Labels = Record<string, { name: string; customer?: string }>;
+
+/** A trace's name and customer from the rollups: the top lists for the traces they hold, `traces` for the rest. */
+async function traceLabels(store: SpanStore, q: ReportInputs<LabelQuery>): Promise<Labels> {
+  const [dialect, { from: lo, to: hi }, { f }] = [reportDialect(store.kind), await daysOf(q), q];
+  const out: Labels = {};
+  const value = (c: string) => candidateValueSql(dialect.rollup, c);
+  // The days whose rows resolve the traces' fields, as at insert.
+  const [windowFrom, windowTo] = [dialect.addDays(dialect.dateLiteral(lo), -TRACE_WINDOW_DAYS), dialect.addDays(dialect.dateLiteral(hi), TRACE_WINDOW_DAYS)];
+  const days = `start_date >= ${windowFrom} AND start_date < ${windowTo}`;
+  const read = async (from: SqlPart, min: (c: string) => string) => {
+    const rows = await store.query(
+      `SELECT trace_id AS g, ${value(min('name_c'))} AS name, ${value(min('customer_c'))} AS customer FROM ${from.sql} GROUP BY trace_id`,
+      from.params,
+    );
+    for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
+  };
+  const these = (groups: readonly string[]): SqlPart => ({ sql: `trace_id IN (${groups.map(() => '?').join(', ')})`, params: [...groups] });
+  const lists = store.topLists;
+  if (lists !== undefined) {
+    // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
+    const [first, last] = [addDays(lo, -TRACE_WINDOW_DAYS), addDays(hi, TRACE_WINDOW_DAYS)];
+    if (await q.listsReady('trace', { from: first, to: last })) await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
+  }
+  const rest = f.groups.filter((g) => out[g] === undefined);
+  const traces = (groups: readonly string[]): SqlPart => ({
+    sql: `traces WHERE org_id = ? AND ${days} AND ${these(groups).sql}`,
+    params: [f.orgId, ...groups],
+  });
+  if (rest.length > 0) await read(traces(rest), (c) => dialect.rollup.traceMerge('min', c));
+  return out;
+}
+
+/** groupLabels' routes, in the order they are tried. */
+export const LABEL_ROUTES: readonly ReportRoute<LabelQuery, Labels>[] = [
+  { name: 'nothing asked', when: (q) => q.f.groups.length === 0, read: () => Promise.resolve({}) },
+  { name: 'trace rollups', when: (q) => q.rollups && q.f.by === 'trace', read: traceLabels },
+  {
+    name: 'customer rollups',
+    when: (q) => q.rollups && q.f.by === 'customer',
+    read: async (store, q) => {
+      const [dialect, { from: lo, to: hi }, { f }] = [reportDialect(store.kind), await daysOf(q), q];
+      const rows = await store.query(
+        `SELECT customer_id AS g, max(customer_name) AS name FROM customers_daily WHERE org_id = ? AND start_date >= ${dialect.dateLiteral(lo)} ` +
+          `AND start_date < ${dialect.dateLiteral(hi)} AND customer_id IN (${f.groups.map(() => '?').join(', ')}) GROUP BY customer_id`,
+        [f.orgId, ...f.groups],
+      );
+      const out: Labels = {};
+      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? '') };
+      return out;
+    },
+  },
+  {
+    name: 'scan',
+    when: () => true,
+    read: async (store, { f }) => {
+      const dialect = reportDialect(store.kind);
+      const { where, params } = filterSql(f, dialect);
+      const column = GROUPS[f.by];
+      const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
+      const rows = await store.query(
+        `SELECT ${column} AS g, ${labels} FROM ${dialect.from} WHERE ${where} AND ${column} IN (${f.groups.map(() => '?').join(', ')}) GROUP BY ${column}`,
+        [...params, ...f.groups],
+      );
+      const out: Labels = {};
+      for (const r of rows)
+        out[String(r.g)] = f.by === 'trace' ? { name: String(r.name ?? ''), customer: String(r.customer ?? '') } : { name: String(r.name ?? '') };
+      return out;
+    },
+  },
+];
 
 /**
  * What people call the groups of a report: a trace's name and customer, a
  * customer's name (the id is what groups; a client may send the name on some
  * spans only, so any name sent in the range is taken). Limited to `groups`.
  */
-export async function groupLabels(
-  store: SpanStore,
-  f: Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] },
-  scope = new RefreshScope(),
-): Promise<Record<string, { name: string; customer?: string }>> {
-  if (f.groups.length === 0) return {};
-  const d = reportDialect(store.kind);
-  if (store.rollups) {
-    // Labels need no exact range: the whole days around it do.
-    const lo = dayText(Math.floor(f.from / DAY) * DAY);
-    const hi = dayText(Math.ceil(f.to / DAY) * DAY);
-    const marks = f.groups.map(() => '?').join(', ');
-    const out: Record<string, { name: string; customer?: string }> = {};
-    if (f.by === 'trace') {
-      const value = (c: string) => candidateValueSql(d.rollup, c);
-      const days = `start_date >= ${d.addDays(d.dateLiteral(lo), -TRACE_WINDOW_DAYS)} AND start_date < ${d.addDays(d.dateLiteral(hi), TRACE_WINDOW_DAYS)}`;
-      const read = async (from: SqlPart, min: (c: string) => string) => {
-        const rows = await store.query(
-          `SELECT trace_id AS g, ${value(min('name_c'))} AS name, ${value(min('customer_c'))} AS customer FROM ${from.sql} GROUP BY trace_id`,
-          from.params,
-        );
-        for (const r of rows) out[String(r.g)] = { name: String(r.name ?? ''), customer: String(r.customer ?? '') };
-      };
-      const these = (groups: readonly string[]): SqlPart => ({ sql: `trace_id IN (${groups.map(() => '?').join(', ')})`, params: [...groups] });
-      const lists = store.topLists;
-      if (lists !== undefined) {
-        // A trace in the (current) top lists has there every row of these days: the traces a ranking listed are read from a few rows a day.
-        const [first, last] = [dayText(Date.parse(lo) - TRACE_WINDOW_DAYS * DAY), dayText(Date.parse(hi) + TRACE_WINDOW_DAYS * DAY)];
-        if (await scope.refresh(lists, 'trace', f.orgId, first, last))
-          await read(lists.rows('trace', f.orgId, first, last, these(f.groups)), (c) => `min(${c})`);
-      }
-      const rest = f.groups.filter((g) => out[g] === undefined);
-      const traces = (groups: readonly string[]): SqlPart => ({
-        sql: `traces WHERE org_id = ? AND ${days} AND ${these(groups).sql}`,
-        params: [f.orgId, ...groups],
-      });
-      if (rest.length > 0) await read(traces(rest), (c) => d.rollup.traceMerge('min', c));
-    } else {
-      const rows = await store.query(
-        `SELECT customer_id AS g, max(customer_name) AS name FROM customers_daily WHERE org_id = ? AND start_date >= ${d.dateLiteral(lo)} ` +
-          `AND start_date < ${d.dateLiteral(hi)} AND customer_id IN (${marks}) GROUP BY customer_id`,
-        [f.orgId, ...f.groups],
-      );
-      for (const r of rows) out[String(r.g)] = { name: String(r.name ?? '') };
-    }
-    return out;
-  }
-  const { where, params } = filterSql(f, d);
-  const column = GROUPS[f.by];
-  const labels = f.by === 'trace' ? 'max(trace_name) AS name, max(customer_id) AS customer' : 'max(customer_name) AS name';
-  const rows = await store.query(
-    `SELECT ${column} AS g, ${labels} FROM ${d.from} WHERE ${where} AND ${column} IN (${f.groups.map(() => '?').join(', ')}) GROUP BY ${column}`,
-    [...params, ...f.groups],
-  );
-  const out: Record<string, { name: string; customer?: string }> = {};
-  for (const r of rows)
-    out[String(r.g)] = f.by === 'trace' ? { name: String(r.name ?? ''), customer: String(r.customer ?? '') } : { name: String(r.name ?? '') };
-  return out;
-}
-
-/** Every stored column, with decimals and dates as text so they survive either store's driver exactly. */
-export function storedColumns(d: ReportDialect): string {
-  return SPAN_COLUMNS.map(([n, k]) => (k === 'decimal' || k === 'date' ? `${d.text(n)} AS ${n}` : n)).join(', ');
+export async function groupLabels(store: SpanStore, f: LabelQuery, scope = new RefreshScope()): Promise<Labels> {
+  // Labels need no exact range: the whole days around it do.
+  const around = (): RangeRoute => ({ days: { from: utcDay(floorDay(f.from)), to: utcDay(ceilDay(f.to)) }, edges: [] });
+  return planned(store, LABEL_ROUTES, f, around, scope);
 }
 
 /** The spans of one trace of an org, in start order (the console's waterfall). */
 export async function traceSpans(store: SpanStore, f: { orgId: string; traceId: string }, limit = 10_000): Promise<SpanRow[]> {
-  const d = reportDialect(store.kind);
+  const dialect = reportDialect(store.kind);
   let window = '';
   const params: unknown[] = [f.orgId, f.traceId];
   if (store.rollups) {
     // The trace table says when the trace's spans start, so only those row groups of spans are read.
     const [t] = await store.query(
-      `SELECT ${d.rollup.traceMerge('min', 'first_start')} AS lo, ${d.rollup.traceMerge('max', 'last_start')} AS hi, count() AS n ` +
+      `SELECT ${dialect.rollup.traceMerge('min', 'first_start')} AS lo, ${dialect.rollup.traceMerge('max', 'last_start')} AS hi, count() AS n ` +
         'FROM traces WHERE org_id = ? AND trace_id = ?',
       [f.orgId, f.traceId],
     );
     if (t === undefined || Number(t.n) === 0 || t.lo === null || t.lo === undefined) return [];
-    window = ` AND ${dayBounds(d, Number(t.lo), Number(t.hi) + 1).join(' AND ')} AND start_time >= ? AND start_time <= ?`;
+    window = ` AND ${dayBounds(dialect, Number(t.lo), Number(t.hi) + 1).join(' AND ')} AND start_time >= ? AND start_time <= ?`;
     params.push(Number(t.lo), Number(t.hi));
   }
   const rows = await store.query(
     // From a subquery: the text casts are aliased as the columns, which the filter must not see (ClickHouse).
-    `SELECT ${storedColumns(d)} FROM (SELECT * FROM ${d.from} WHERE org_id = ? AND trace_id = ?${window}) s ` +
+    `SELECT ${storedColumns(dialect)} FROM (SELECT * FROM ${dialect.from} WHERE org_id = ? AND trace_id = ?${window}) s ` +
       `ORDER BY start_time, span_id LIMIT ${Math.trunc(limit)}`,
     params,
   );
@@ -677,43 +785,6 @@ export function usageTotals(rows: readonly UsageRow[]): UsageRow {
     for (const c of COSTS) total.costs[c] = formatDecimal(parseDecimal(total.costs[c]) + parseDecimal(r.costs[c]));
   }
   return total;
-}
-
-/** A stored row (as a store returns it) back in the canonical SpanRow form. */
-export function storedToRow(r: QueryRow, only?: readonly string[]): SpanRow {
-  const out: Record<string, unknown> = {};
-  for (const [name, kind] of SPAN_COLUMNS) {
-    if (only !== undefined && !only.includes(name)) continue;
-    const v = r[name];
-    switch (kind) {
-      case 'int':
-        out[name] = Number(v);
-        break;
-      case 'nullable_int':
-      case 'nullable_float':
-        out[name] = v === null || v === undefined ? null : Number(v);
-        break;
-      case 'decimal':
-        out[name] = decimalText(String(v));
-        break;
-      case 'bool':
-        out[name] = v === true || v === 1 || v === '1' || v === 'true';
-        break;
-      case 'date':
-        out[name] = String(v).slice(0, 10);
-        break;
-      case 'int_array':
-        out[name] = (v as unknown[]).map(Number);
-        break;
-      case 'string_array':
-        out[name] = (v as unknown[]).map(String);
-        break;
-      case 'string':
-        out[name] = String(v ?? '');
-        break;
-    }
-  }
-  return out as unknown as SpanRow;
 }
 
 /** The Span fields pricing needs, from a stored row. */
@@ -757,8 +828,8 @@ const COST_KEYS: readonly (keyof SpanCosts)[] = [...COST_COLUMNS, 'priced', 'pri
  * the second time.
  */
 export async function reprice(store: SpanStore, price: (span: Span, orgId: string) => SpanCosts, f: RepriceFilter, batchRows = 5000): Promise<RepriceResult> {
-  const d = reportDialect(store.kind);
-  const where = ['org_id = ?', ...dayBounds(d, f.from, f.to), 'start_time >= ?', 'start_time < ?'];
+  const dialect = reportDialect(store.kind);
+  const where = ['org_id = ?', ...dayBounds(dialect, f.from, f.to), 'start_time >= ?', 'start_time < ?'];
   const params: unknown[] = [f.orgId, f.from, f.to];
   if (f.model !== undefined) {
     where.push('model_id = ?');
@@ -771,8 +842,8 @@ export async function reprice(store: SpanStore, price: (span: Span, orgId: strin
     ...COST_KEYS,
   ];
   const stored = store.queryStream(
-    `SELECT ${columns.map((c) => (COST_COLUMNS.includes(c as CostColumn) ? `${d.text(c)} AS ${c}` : c)).join(', ')} ` +
-      `FROM ${d.from} WHERE ${where.join(' AND ')}`,
+    `SELECT ${columns.map((c) => (COST_COLUMNS.includes(c as CostColumn) ? `${dialect.text(c)} AS ${c}` : c)).join(', ')} ` +
+      `FROM ${dialect.from} WHERE ${where.join(' AND ')}`,
     params,
   );
   let rowsScanned = 0;

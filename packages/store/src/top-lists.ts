@@ -6,6 +6,7 @@
  * so that a ranking of up to `perDay` groups over any range reads a few rows
  * a day instead of every group of every day.
  */
+import { checkedDay, eachDay } from '@trace-ingest/shared/dates';
 import type { TopListName, TopLists } from './span-store.js';
 
 export type { TopListName };
@@ -37,41 +38,14 @@ export const TOP_LISTS_WINDOW_DAYS = 7;
 /** Days rebuilt per transaction: bounds what one rebuild holds in memory. */
 export const TOP_LISTS_CHUNK_DAYS = 16;
 
-const DAY_TEXT = /^\d{4}-\d{2}-\d{2}$/;
-
-/** A day's text, checked to be one (the text is the store's own, never a request's: checked all the same). */
-export function checkedDay(day: string): string {
-  if (!DAY_TEXT.test(day)) throw new Error(`not a day: ${JSON.stringify(day)}`);
-  return day;
-}
-
 /** A DATE literal from a day's text. */
 export function dateLiteral(day: string): string {
   return `DATE '${checkedDay(day)}'`;
 }
 
-/** The day `n` days after `day` (before, when negative). */
-export function addDays(day: string, n: number): string {
-  return new Date(Date.parse(`${checkedDay(day)}T00:00:00Z`) + n * 86_400_000).toISOString().slice(0, 10);
-}
-
-/** How many days there are from `from` up to `to` (exclusive). */
-export function daysBetween(from: string, to: string): number {
-  checkedDay(from);
-  checkedDay(to);
-  return Math.max(0, Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000));
-}
-
 /** The days from `from` up to `to` (exclusive) that `marked` lacks, in order. */
 export function unmarkedDays(from: string, to: string, marked: ReadonlySet<string>): string[] {
-  checkedDay(from);
-  checkedDay(to);
-  const out: string[] = [];
-  for (let ms = Date.parse(`${from}T00:00:00Z`); ms < Date.parse(`${to}T00:00:00Z`); ms += 86_400_000) {
-    const day = new Date(ms).toISOString().slice(0, 10);
-    if (!marked.has(day)) out.push(day);
-  }
-  return out;
+  return eachDay(from, to).filter((day) => !marked.has(day));
 }
 
 /**

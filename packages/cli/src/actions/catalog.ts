@@ -8,6 +8,7 @@ import {
   type Catalog,
   type CatalogChange,
 } from '@trace-ingest/shared/catalog';
+import { DAY_MS, floorDay, utcDay } from '@trace-ingest/shared/dates';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { adoptionFor, auditPrices, bundledSecondCatalog, secondCatalogTag, type AuditFinding } from '@trace-ingest/shared/price-audit';
 import type { Adoption } from '@trace-ingest/shared/catalog';
@@ -144,7 +145,7 @@ export interface AuditResult {
 /** Models with stored spans, by provider as sent. */
 async function seenModels(ctx: CliContext, since: number | undefined): Promise<{ provider: string; model: string }[]> {
   // A date literal both stores compare with a Date column.
-  const when = since === undefined ? '' : ` AND start_date >= '${new Date(since).toISOString().slice(0, 10)}'`;
+  const when = since === undefined ? '' : ` AND start_date >= '${utcDay(since)}'`;
   const rows = await (await openSpanAccess(ctx)).sql(`SELECT DISTINCT provider, model_id FROM models_daily WHERE model_id <> ''${when}`, [], 100_000);
   return rows.map((r) => ({ provider: String(r.provider), model: String(r.model_id) }));
 }
@@ -213,5 +214,5 @@ export async function auditCatalog(ctx: CliContext, input: AuditInput): Promise<
 
 /** Noon UTC today: a time-of-day discount (DeepSeek's night prices) does not stand for the day's price. */
 function noonToday(): number {
-  return Math.floor(Date.now() / 86_400_000) * 86_400_000 + 43_200_000;
+  return floorDay(Date.now()) + DAY_MS / 2;
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { modeText, openToOthers } from '@trace-ingest/shared/data-dir';
+import { DAY_MS } from '@trace-ingest/shared/dates';
 import { CHECKPOINT_FILE, missingFromCheckpoint, parseCheckpoint, segmentSeq, type MissingSegment } from '@trace-ingest/shared/wal-files';
 import type { CliContext } from '../context.js';
 import { openSpanAccess, runningServer } from '../span-access.js';
@@ -337,7 +338,7 @@ async function checkWriteLog(dir: string, maxBytes: number): Promise<Check> {
 
 /** 2001-01-01: a start time before it is nearly always seconds sent as milliseconds. */
 const SUSPECT_BEFORE_MS = 978_307_200_000;
-const WEEK_MS = 7 * 86_400_000;
+const WEEK_MS = 7 * DAY_MS;
 
 async function checkSecondsTimes(ctx: CliContext): Promise<Check> {
   try {

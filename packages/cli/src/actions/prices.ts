@@ -155,13 +155,13 @@ const UNFALLEN = ['cache_write_1h_input_tokens', 'audio_input_tokens', 'cached_a
 
 /** Models (and tiers and regions of them) with spans left unpriced, with counts and why, as priced now. */
 export async function unpricedModels(ctx: CliContext): Promise<UnpricedModel[]> {
-  const d = reportDialect(ctx.config.CLICKHOUSE_URL !== undefined ? 'clickhouse' : 'duckdb');
+  const dialect = reportDialect(ctx.config.CLICKHOUSE_URL !== undefined ? 'clickhouse' : 'duckdb');
   const rows = await (
     await openSpanAccess(ctx)
   ).sql(
     `SELECT provider, model_id AS model, service_tier, region, count(*) AS spans, min(start_time) AS first_seen, max(start_time) AS last_seen, ` +
       `${UNFALLEN.map((c) => `max(${c}) AS ${c}`).join(', ')} ` +
-      `FROM ${d.from} WHERE ${d.unpricedCondition} GROUP BY provider, model_id, service_tier, region ORDER BY spans DESC, model`,
+      `FROM ${dialect.from} WHERE ${dialect.unpricedCondition} GROUP BY provider, model_id, service_tier, region ORDER BY spans DESC, model`,
   );
   const { engine } = await createPricing(await ctx.keys(), { catalogFile: ctx.config.PRICE_CATALOG_FILE });
   return rows.map((r) => {

@@ -1,3 +1,4 @@
+import { DAY_MS, utcDay } from '@trace-ingest/shared/dates';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { UnknownNameError } from '@trace-ingest/store/control-store';
 import { usageTotals, type GroupBy, type RepriceResult, type UsageRow } from '@trace-ingest/store/reports';
@@ -23,7 +24,7 @@ export function resolveWindow(w: Window, now = Date.now()): { from: number; to: 
     if (w.from === undefined) throw new UsageError('--to needs --from');
     const from = parseDate(w.from, '--from');
     // A bare --to date includes that whole day.
-    const to = w.to === undefined ? now + 1 : parseDate(w.to, '--to') + (/^\d{4}-\d{2}-\d{2}$/.test(w.to) ? 86_400_000 : 0);
+    const to = w.to === undefined ? now + 1 : parseDate(w.to, '--to') + (/^\d{4}-\d{2}-\d{2}$/.test(w.to) ? DAY_MS : 0);
     if (to <= from) throw new UsageError('--to must be after --from');
     return { from, to };
   }
@@ -93,7 +94,7 @@ export async function whereSpansAre(ctx: CliContext, orgId: string): Promise<str
   ).sql('SELECT count(*) AS n, min(start_time) AS first, max(start_time) AS last FROM spans WHERE org_id = ?', [orgId]);
   const n = Number(r?.n ?? 0);
   if (n === 0) return 'no spans in this range; the org has none stored yet';
-  const day = (v: unknown) => new Date(Number(v)).toISOString().slice(0, 10);
+  const day = (v: unknown) => utcDay(Number(v));
   return `no spans in this range; the org's ${n} span(s) started from ${day(r?.first)} to ${day(r?.last)} (give --from/--to or --month)`;
 }
 

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { utcDay } from '@trace-ingest/shared/dates';
 import { UsageError } from '@trace-ingest/shared/errors';
 import { toCsv, usageCsvRow } from '@trace-ingest/shared/csv';
 import { GROUPS } from '@trace-ingest/store/reports';
@@ -65,8 +66,7 @@ function projectedOf(f: ForecastReport, group: string): string {
 }
 
 function rangeText(w: { from: number; to: number }): string {
-  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
-  return `${day(w.from)} to ${day(w.to - 1)}`;
+  return `${utcDay(w.from)} to ${utcDay(w.to - 1)}`;
 }
 
 export function registerReports(program: Command, run: Runner): void {

@@ -1,3 +1,4 @@
+import { isUnpriced } from '@trace-ingest/shared/unpriced';
 import { getJson, type Trace, type TraceSpan, type Traces, type UsageRow } from '../api.js';
 import { exactUsd, h, int, sharedDecimals, usd } from '../dom.js';
 import { table } from '../table.js';
@@ -83,7 +84,7 @@ export const trace: Page = async ({ org, arg }) => {
     ),
   );
   // Spans with a model but no price count as $0: say how many, beside the total.
-  const unpricedSpans = d.spans.filter((s) => !s.priced && s.model !== '').length;
+  const unpricedSpans = d.spans.filter((s) => isUnpriced(s.priced, s.model)).length;
   const node = h(
     'div',
     { class: 'page', 'data-page': 'trace' },
@@ -121,7 +122,7 @@ export const trace: Page = async ({ org, arg }) => {
         { key: 'reasoning_tokens', label: 'Reasoning', kind: 'int', value: (s) => s.reasoningTokens, minor: true },
         { key: 'cache_write_1h_input_tokens', label: 'Cache write 1h', kind: 'int', value: (s) => s.cacheWrite1hInputTokens, minor: true },
         { key: 'audio_tokens', label: 'Audio in/out', kind: 'text', value: (s) => audio(s), minor: true },
-        { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost, unpriced: (s) => (!s.priced && s.model !== '' ? 1 : 0) },
+        { key: 'cost', label: 'Cost', kind: 'money', value: (s) => s.cost, unpriced: (s) => (isUnpriced(s.priced, s.model) ? 1 : 0) },
       ],
       csv: {
         filename: `trace-${d.traceId}.csv`,
