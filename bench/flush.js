@@ -6,7 +6,8 @@
 //                       [--store label=path/to/duckdb.js ...]   (default: this tree's dist)
 //
 // Prints per variant the median and quartiles of CPU µs per row (process.cpuUsage: every thread,
-// DuckDB's included) and wall µs per row, and the CPU of every measured insert plus the close (its checkpoint) per row; --profile adds CPU per statement kind of the first variant.
+// DuckDB's included) and wall µs per row, and the CPU of every measured insert plus the close (its
+// checkpoint) per row; --profile adds CPU per statement kind of the first variant.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

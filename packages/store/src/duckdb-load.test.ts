@@ -67,7 +67,8 @@ describe('batch load columns', () => {
     await conn.run(`CREATE TABLE plain AS ${read(readJsonColumns(), loadColumnList())}`);
     await conn.run(`CREATE TABLE batch AS ${read(batchReadColumns(), batchColumnList())}`);
     const diff = await conn.runAndReadAll(
-      'SELECT (SELECT count(*) FROM (SELECT * FROM plain EXCEPT ALL SELECT * FROM batch)) + (SELECT count(*) FROM (SELECT * FROM batch EXCEPT ALL SELECT * FROM plain)) AS n',
+      'SELECT (SELECT count(*) FROM (SELECT * FROM plain EXCEPT ALL SELECT * FROM batch)) + ' +
+        '(SELECT count(*) FROM (SELECT * FROM batch EXCEPT ALL SELECT * FROM plain)) AS n',
     );
     expect(Number(diff.getRowObjectsJson()[0]?.n)).toBe(0);
     const got = (await conn.runAndReadAll('SELECT input_cost::VARCHAR AS c, typeof(input_cost) AS t FROM batch ORDER BY rowid')).getRowObjectsJson();

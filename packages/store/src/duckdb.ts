@@ -382,6 +382,9 @@ export class DuckDbSpanStore implements SpanStore {
    */
   private async loadBatch(source: string, keep: 'first' | 'last'): Promise<void> {
     await this.run(`CREATE OR REPLACE TEMP TABLE ti_batch AS ${source}`);
+    // Copies within one batch are rare (a client sending a span again within a flush): looked for before any is deleted.
+    const dup = await this.rows('SELECT 1 AS x FROM ti_batch GROUP BY org_id, trace_id, span_id HAVING count(*) > 1 LIMIT 1');
+    if (dup.length === 0) return;
     const order = keep === 'first' ? 'received_at, rowid' : 'received_at DESC, rowid DESC';
     await this.run(
       'DELETE FROM ti_batch WHERE rowid IN (SELECT rowid FROM ti_batch ' +
