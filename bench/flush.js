@@ -2,7 +2,7 @@
 // the `small` workload's rows (fresh ids per request, priced by the real engine) in batches of
 // --batch rows, into a fresh store per variant, the variants' inserts interleaved batch by batch.
 //
-//   node bench/flush.js [--batches 20] [--batch 5000] [--warmup 2] [--profile] [--workload small]
+//   node bench/flush.js [--batches 20] [--batch 8192] [--warmup 2] [--profile] [--workload small]
 //                       [--store label=path/to/duckdb.js ...]   (default: this tree's dist)
 //
 // Prints per variant the median and quartiles of CPU µs per row (process.cpuUsage: every thread,
@@ -17,7 +17,7 @@ import { stamp, workload } from './workloads.js';
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 function options(argv) {
-  const o = { batches: 20, batch: 5000, warmup: 2, profile: false, workload: 'small', stores: [] };
+  const o = { batches: 20, batch: 8192, warmup: 2, profile: false, workload: 'small', stores: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--batches') o.batches = Number(argv[++i]);

@@ -824,7 +824,7 @@ export class DuckDbSpanStore implements SpanStore {
 
   /**
    * Writes a batch of span lines to a load file in start-time order and runs `body` with the
-   * SELECT that reads them (in that order: one thread reads it, and DuckDB keeps insertion order).
+   * SELECT that reads them (in that order: DuckDB keeps a file's order in a table made from it).
    */
   private async withBatchFile(lines: Lines, body: (source: string) => Promise<void>): Promise<void> {
     const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
