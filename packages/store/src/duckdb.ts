@@ -26,6 +26,7 @@ import {
   traceDeltaSql,
 } from '@trace-ingest/shared/rollups';
 import { applyDuckDbMigrations, loadColumnList, readJsonColumns, type DuckDbMigrationLogger } from './duckdb-migrations.js';
+import { batchColumnList, batchReadColumns, linesByStart } from './duckdb-load.js';
 import { groupCountSql, listRowsSql, rebuildTopListSql, unmarkSql } from './duckdb-top-lists.js';
 import { TraceFilter } from './trace-filter.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_PER_DAY, unmarkedDays, type TopListName } from './top-lists.js';
@@ -286,11 +287,9 @@ export class DuckDbSpanStore implements SpanStore {
 
   private async insertNow(lines: Lines): Promise<void> {
     await this.checkFile();
-    await this.withLoadFile(lines, (source) =>
+    await this.withBatchFile(lines, (source) =>
       this.transaction(async () => {
-        await this.run(
-          `CREATE OR REPLACE TEMP TABLE ti_batch AS ${source} QUALIFY row_number() OVER (PARTITION BY org_id, trace_id, span_id ORDER BY received_at) = 1`,
-        );
+        await this.loadBatch(source, 'first');
         const range = await this.batchRange();
         if (range === undefined) return;
         await this.run(
@@ -322,11 +321,9 @@ export class DuckDbSpanStore implements SpanStore {
 
   private async replaceNow(lines: Lines): Promise<void> {
     await this.checkFile();
-    await this.withLoadFile(lines, (source) =>
+    await this.withBatchFile(lines, (source) =>
       this.transaction(async () => {
-        await this.run(
-          `CREATE OR REPLACE TEMP TABLE ti_batch AS ${source} QUALIFY row_number() OVER (PARTITION BY org_id, trace_id, span_id ORDER BY received_at DESC) = 1`,
-        );
+        await this.loadBatch(source, 'last');
         const range = await this.batchRange();
         if (range === undefined) return;
         const stored =
@@ -371,6 +368,23 @@ export class DuckDbSpanStore implements SpanStore {
       COST_CHANGE_COLUMNS,
     );
     await this.compactIfDue();
+  }
+
+  /**
+   * Fills ti_batch from a batch's lines (in start-time order: see withBatchFile) with one copy of
+   * each span, the first or the last received. The copies are deleted in place, so the table stays
+   * in the order the rows are stored in.
+   */
+  private async loadBatch(source: string, keep: 'first' | 'last'): Promise<void> {
+    await this.run(`CREATE OR REPLACE TEMP TABLE ti_batch AS ${source}`);
+    // Copies within one batch are rare (a client sending a span again within a flush): looked for before any is deleted.
+    const dup = await this.rows('SELECT 1 AS x FROM ti_batch GROUP BY org_id, trace_id, span_id HAVING count(*) > 1 LIMIT 1');
+    if (dup.length === 0) return;
+    const order = keep === 'first' ? 'received_at, rowid' : 'received_at DESC, rowid DESC';
+    await this.run(
+      'DELETE FROM ti_batch WHERE rowid IN (SELECT rowid FROM ti_batch ' +
+        `QUALIFY row_number() OVER (PARTITION BY org_id, trace_id, span_id ORDER BY ${order}) > 1)`,
+    );
   }
 
   /** The start times and UTC days the batch in ti_batch spans (undefined when it is empty). */
@@ -439,7 +453,8 @@ export class DuckDbSpanStore implements SpanStore {
       for (const day of await this.daysOf(`spans WHERE ${window} AND ${moved}`)) this.touched.add(day);
       await this.unmark('ti_batch', dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS), dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS));
     }
-    await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch ORDER BY start_time`);
+    // ti_batch is in start-time order already (withBatchFile), which keeps row groups' start-time ranges narrow.
+    await this.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch`);
     for (const r of DAILY_ROLLUPS) await this.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     // The days of the batch's spans, not every day between its first and last: start times are the client's and can be centuries apart.
     for (const day of await this.daysOf('ti_batch')) this.touched.add(day);
@@ -799,6 +814,24 @@ export class DuckDbSpanStore implements SpanStore {
       const msg = e instanceof Error ? e.message : String(e);
       await this.reopenIfInvalidated(msg);
       throw e;
+    }
+  }
+
+  /**
+   * Writes a batch of span lines to a load file in start-time order and runs `body` with the
+   * SELECT that reads them (in that order: DuckDB keeps a file's order in a table made from it).
+   */
+  private async withBatchFile(lines: Lines, body: (source: string) => Promise<void>): Promise<void> {
+    const file = path.join(this.tmpDir, `load-${process.pid}-${++this.seq}.ndjson`);
+    try {
+      await fs.mkdir(this.tmpDir, { recursive: true, mode: 0o700 });
+      await writeChunks(file, linesByStart(lines));
+      await body(
+        `SELECT ${batchColumnList()} FROM read_json(${sqlString(file)}, format = 'newline_delimited', ` +
+          `columns = ${batchReadColumns()}, maximum_object_size = 33554432)`,
+      );
+    } finally {
+      await fs.rm(file, { force: true });
     }
   }
 
