@@ -1,17 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { Redis } from 'ioredis';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
-import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
+import type { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
+import type { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { usageReport, type GroupBy } from '@trace-ingest/store/reports';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import { scanning } from '../rollup-traffic.js';
-import { startChildServer, type ChildServer } from './support/child-server.js';
-import { PG_URL, REDIS_URL, withSchema } from './support/services.js';
+import type { ChildServer } from './support/child-server.js';
+import { startReplicaCluster, type ReplicaCluster } from './support/replica-cluster.js';
 
 const DAY = Date.UTC(2026, 9, 14, 12);
 const GROUPINGS: GroupBy[] = ['customer', 'model', 'provider', 'day', 'span-type', 'workflow', 'trace', 'session'];
@@ -46,23 +40,15 @@ function traceOf(traceId: string, n: number, opts: { customer?: string; spans?: 
  * the distinct spans, to the span and to the cent.
  */
 describe('three replicas racing on one ClickHouse: every report equals the distinct spans', () => {
-  const id = randomBytes(4).toString('hex');
-  const schema = `ti_race_${id}`;
-  const env = {
-    DATABASE_URL: withSchema(PG_URL, schema),
-    REDIS_URL,
-    REDIS_KEY_PREFIX: `ti-race-${id}`,
-    CLICKHOUSE_URL: '',
-    FLUSH_INTERVAL_MS: '100',
-    DRAIN_GRACE_MS: '0',
-  };
-  const dirs: string[] = [];
+  const delays: number[] = [];
+
+  let cluster: ReplicaCluster;
+  let env: ReplicaCluster['env'];
+  let dirs: string[];
   let replicas: ChildServer[] = [];
   let keys: PostgresControlStore;
   let spans: ClickHouseSpanStore;
-  const delays: number[] = [];
-
-  const startReplica = async (dir: string) => startChildServer({ ...env, DATA_DIR: dir });
+  const startReplica = (dir: string) => cluster.startReplica(dir);
   const post = async (r: ChildServer, key: string, traces: Trace[]) => {
     const res = await fetch(`${r.url}/ingest`, {
       method: 'POST',
@@ -112,34 +98,11 @@ describe('three replicas racing on one ClickHouse: every report equals the disti
   };
 
   beforeAll(async () => {
-    env.CLICKHOUSE_URL = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_race_${id}`;
-    keys = new PostgresControlStore(env.DATABASE_URL);
-    await keys.start();
-    spans = new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL });
-    await spans.start();
-    for (let i = 0; i < 3; i++) dirs.push(fs.mkdtempSync(path.join(os.tmpdir(), `ti-race-${i}-`)));
-    replicas = await Promise.all(dirs.map((d) => startReplica(d)));
+    cluster = await startReplicaCluster('ti_race', inject('clickhouseHttpUrl'));
+    ({ env, dirs, replicas, keys, spans } = cluster);
   }, 60_000);
 
-  afterAll(async () => {
-    for (const r of replicas) {
-      r.proc.kill('SIGTERM');
-      await r.exited;
-    }
-    await keys?.close();
-    await spans?.query(`DROP DATABASE IF EXISTS ti_race_${id}`).catch(() => undefined);
-    await spans?.close();
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await client.end();
-    const redis = new Redis(env.REDIS_URL);
-    const stale = await redis.keys(`${env.REDIS_KEY_PREFIX}*`);
-    if (stale.length > 0) await redis.del(...stale);
-    redis.disconnect();
-    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-    console.log(`delay from the last span stored to every report (ms): ${delays.map((d) => d.toFixed(0)).join(', ')}`);
-  });
+  afterAll(() => cluster?.dispose());
 
   it('counts a 20-span batch posted to two and to three replicas at the same moment once', async () => {
     const { key, orgId } = await newOrg('retries');

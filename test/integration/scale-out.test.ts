@@ -7,14 +7,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
-import { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
+import type { ClickHouseSpanStore } from '@trace-ingest/store/clickhouse';
 import { PostgresControlStore } from '@trace-ingest/store/control-store-postgres';
 import { makeSpan, makeTrace } from '../factories.js';
 import { startChildServer, type ChildServer } from './support/child-server.js';
-import { PG_URL, REDIS_URL, withSchema } from './support/services.js';
+import { PG_URL, withSchema } from './support/services.js';
+import { startReplicaCluster, type ReplicaCluster } from './support/replica-cluster.js';
 
 const CLI = fileURLToPath(new URL('../../packages/cli/bin/trace-ingest.js', import.meta.url));
 const run = promisify(execFile);
@@ -25,22 +25,13 @@ const run = promisify(execFile);
  * spans behave as on one node.
  */
 describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
-  const id = randomBytes(4).toString('hex');
-  const schema = `ti_scale_${id}`;
-  const env = {
-    DATABASE_URL: withSchema(PG_URL, schema),
-    REDIS_URL,
-    REDIS_KEY_PREFIX: `ti-test-${id}`,
-    CLICKHOUSE_URL: '',
-    FLUSH_INTERVAL_MS: '100',
-    DRAIN_GRACE_MS: '0',
-  };
-  const dirs: string[] = [];
+  let cluster: ReplicaCluster;
+  let env: ReplicaCluster['env'];
+  let dirs: string[];
   let replicas: ChildServer[] = [];
   let keys: PostgresControlStore;
   let spans: ClickHouseSpanStore;
-
-  const startReplica = async (dir: string) => startChildServer({ ...env, DATA_DIR: dir });
+  const startReplica = (dir: string) => cluster.startReplica(dir);
   const post = (r: ChildServer, key: string, body: unknown) =>
     fetch(`${r.url}/ingest`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
   const batch = (traceId: string, n: number) => ({
@@ -49,33 +40,11 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
   });
 
   beforeAll(async () => {
-    env.CLICKHOUSE_URL = `${inject('clickhouseHttpUrl').replace('http://', 'http://default:@')}/ti_scale_${id}`;
-    keys = new PostgresControlStore(env.DATABASE_URL);
-    await keys.start();
-    spans = new ClickHouseSpanStore({ url: env.CLICKHOUSE_URL });
-    await spans.start();
-    for (let i = 0; i < 3; i++) dirs.push(fs.mkdtempSync(path.join(os.tmpdir(), `ti-replica-${i}-`)));
-    replicas = await Promise.all(dirs.map((d) => startReplica(d)));
+    cluster = await startReplicaCluster('ti_scale', inject('clickhouseHttpUrl'));
+    ({ env, dirs, replicas, keys, spans } = cluster);
   });
 
-  afterAll(async () => {
-    for (const r of replicas) {
-      r.proc.kill('SIGTERM');
-      await r.exited;
-    }
-    await keys.close();
-    await spans.query(`DROP DATABASE IF EXISTS ti_scale_${id}`).catch(() => undefined);
-    await spans.close();
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await client.end();
-    const redis = new Redis(env.REDIS_URL);
-    const stale = await redis.keys(`${env.REDIS_KEY_PREFIX}*`);
-    if (stale.length > 0) await redis.del(...stale);
-    redis.disconnect();
-    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-  });
+  afterAll(() => cluster?.dispose());
 
   it('shares one rate limit per key across replicas', async () => {
     // 2 rps shared by 3 replicas: 15 requests spread over them. Shared, at most 2 pass per 1-second
@@ -170,7 +139,7 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
     // A cluster of two of its own (every replica of a cluster delivers alerts, and must hold the secrets key).
     const own = {
       ...env,
-      DATABASE_URL: withSchema(PG_URL, `${schema}_b`),
+      DATABASE_URL: withSchema(PG_URL, `${cluster.id}_b`),
       CLICKHOUSE_URL: `${env.CLICKHOUSE_URL}_b`,
       REDIS_KEY_PREFIX: `${env.REDIS_KEY_PREFIX}-b`,
       SECRETS_KEY: randomBytes(32).toString('base64'),
@@ -179,10 +148,10 @@ describe('three replicas on PostgreSQL, Redis and ClickHouse', () => {
     await ownKeys.start();
     onTestFinished(async () => {
       await ownKeys.close();
-      await spans.query(`DROP DATABASE IF EXISTS ti_scale_${id}_b`).catch(() => undefined);
+      await spans.query(`DROP DATABASE IF EXISTS ${cluster.id}_b`).catch(() => undefined);
       const client = new pg.Client({ connectionString: PG_URL });
       await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${schema}_b CASCADE`);
+      await client.query(`DROP SCHEMA IF EXISTS ${cluster.id}_b CASCADE`);
       await client.end();
     });
     await ownKeys.createOrg({ name: 'budget' });
