@@ -4,6 +4,7 @@
 // flushes overlap in time, the CPU per row of the replicas and of ClickHouse, and the delay from the last
 // span stored to every derived table agreeing with the spans. See bench/README.md, "Cluster".
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { clickhouseQuery, cpuOf, root, runLoad, sleep, startService } from './procs.js';
 import { fmt, median } from './report.js';
@@ -145,7 +146,6 @@ async function measure(n, o, chPid) {
     const storedAt = performance.now();
     const storedThen = stored;
     const c1 = cpu();
-    // Every derived table agrees with the distinct spans: the day's rollups and the trace table.
     // Every derived table agrees with the distinct spans (the day's rollups and the trace table), in one
     // query: requests cut off when the load stopped may still add spans after the acked ones are stored.
     const agree =
@@ -153,8 +153,8 @@ async function measure(n, o, chPid) {
       `AND (SELECT sumMerge(spans) FROM ${db}.traces) = n FROM ${db}.spans FINAL FORMAT TSV`;
     let derived = false;
     while (Date.now() < deadline) {
-      const [n, ok] = (await clickhouseQuery(url, agree)).split('\t').map(Number);
-      stored = n;
+      const [count, ok] = (await clickhouseQuery(url, agree)).split('\t').map(Number);
+      stored = count;
       if ((derived = ok === 1)) break;
       await sleep(50);
     }
@@ -192,7 +192,7 @@ async function main() {
   const chPort = Number(new URL(process.env.CLICKHOUSE_URL).port || 8123);
   const chPid = listenerPid(chPort);
   if (chPid === undefined) console.log(`ClickHouse's process is not visible here (port ${chPort}): its CPU is not measured`);
-  const cores = (await import('node:os')).availableParallelism();
+  const cores = os.availableParallelism();
   console.log(
     `cluster: ${o.workload}, ${o.connections} connections, ${o.duration} s, replicas ${o.replicas.join(' and ')}, ${o.runs} runs interleaved, ${cores} cores`,
   );
