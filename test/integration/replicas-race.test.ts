@@ -44,11 +44,9 @@ describe('three replicas racing on one ClickHouse: every report equals the disti
 
   let cluster: ReplicaCluster;
   let env: ReplicaCluster['env'];
-  let dirs: string[];
   let replicas: ChildServer[] = [];
   let keys: PostgresControlStore;
   let spans: ClickHouseSpanStore;
-  const startReplica = (dir: string) => cluster.startReplica(dir);
   const post = async (r: ChildServer, key: string, traces: Trace[]) => {
     const res = await fetch(`${r.url}/ingest`, {
       method: 'POST',
@@ -99,7 +97,7 @@ describe('three replicas racing on one ClickHouse: every report equals the disti
 
   beforeAll(async () => {
     cluster = await startReplicaCluster('ti_race', inject('clickhouseHttpUrl'));
-    ({ env, dirs, replicas, keys, spans } = cluster);
+    ({ env, replicas, keys, spans } = cluster);
   }, 60_000);
 
   afterAll(() => cluster?.dispose());
@@ -147,16 +145,10 @@ describe('three replicas racing on one ClickHouse: every report equals the disti
       }
     };
     const load = Promise.all([0, 1, 2].map((s) => client(s)));
-    const ackedReaches = async (k: number) => {
-      while (acked.size < k) await new Promise((r) => setTimeout(r, 20));
-    };
-    await ackedReaches(600);
-    (replicas[1] as ChildServer).proc.kill('SIGKILL');
-    await (replicas[1] as ChildServer).exited;
-    await ackedReaches(acked.size + 400);
-    stop = true;
-    await load;
-    replicas[1] = await startReplica(dirs[1] as string);
+    await cluster.killDuringLoad(1, acked, 600, 400, async () => {
+      stop = true;
+      await load;
+    });
     const stored = new Set(
       (await spans.query("SELECT concat(trace_id, '/', span_id) AS id FROM spans FINAL WHERE org_id = ? AND trace_id LIKE 'load-%'", [orgId])).map((r) =>
         String(r.id),

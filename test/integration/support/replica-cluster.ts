@@ -28,6 +28,11 @@ export interface ReplicaCluster {
   keys: PostgresControlStore;
   spans: ClickHouseSpanStore;
   startReplica(dir: string): Promise<ChildServer>;
+  /**
+   * Kills replica `i` with SIGKILL once `acked` holds `before` spans, lets the others ack `after` more,
+   * ends the load (`stop`), and starts the replica again on its DATA_DIR.
+   */
+  killDuringLoad(i: number, acked: ReadonlySet<string>, before: number, after: number, stop: () => Promise<void>): Promise<void>;
   /** Stops the replicas and drops what the cluster made: the database, the schema, the Redis keys, the DATA_DIRs. */
   dispose(): Promise<void>;
 }
@@ -58,6 +63,19 @@ export async function startReplicaCluster(name: string, clickhouseHttpUrl: strin
     keys,
     spans,
     startReplica,
+    async killDuringLoad(i, acked, before, after, stop) {
+      // By acknowledged spans, not by time: a busy machine takes longer to get there.
+      const reaches = async (n: number) => {
+        while (acked.size < n) await new Promise((r) => setTimeout(r, 20));
+      };
+      await reaches(before);
+      const victim = replicas[i] as ChildServer;
+      victim.proc.kill('SIGKILL');
+      await victim.exited;
+      await reaches(acked.size + after);
+      await stop();
+      replicas[i] = await startReplica(dirs[i] as string);
+    },
     async dispose() {
       for (const r of replicas) {
         if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGTERM');
