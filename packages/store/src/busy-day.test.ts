@@ -44,20 +44,25 @@ function busyDay(): SpanRow[] {
   return rows;
 }
 
-/** The store, with the SQL of every report query it runs recorded. */
-function recording(store: SpanStore): { store: SpanStore; sql: string[] } {
+/** The store, with the SQL (and the params) of every report query it runs recorded. */
+function recording(store: SpanStore): { store: SpanStore; sql: string[]; params: (readonly unknown[])[] } {
   const sql: string[] = [];
+  const params: (readonly unknown[])[] = [];
   const wrapped = Object.assign(Object.create(store) as SpanStore, {
     query: (q: string, p?: readonly unknown[]) => {
       sql.push(q);
+      params.push(p ?? []);
       return store.query(q, p);
     },
   });
-  return { store: wrapped, sql };
+  return { store: wrapped, sql, params };
 }
 
-/** Statements that read the spans table other than the one-row probe of an edge. */
-const spanReads = (sql: readonly string[]) => sql.filter((q) => /\bFROM spans\b/.test(q) && !/^SELECT 1 AS x FROM spans .* LIMIT 1$/.test(q));
+/** Whether a statement is the bounded count of a cut day's side. */
+const isProbe = (q: string) => /^SELECT count\(\*\) AS n FROM \(SELECT 1 AS x FROM spans .* LIMIT \d+\) t$/.test(q);
+
+/** Statements that read the spans table other than the bounded counts of a cut day's sides. */
+const spanReads = (sql: readonly string[]) => sql.filter((q) => /\bFROM spans\b/.test(q) && !isProbe(q));
 
 const GROUPINGS: (readonly [GroupBy, GroupBy?])[] = [...(Object.keys(GROUPS) as GroupBy[]).map((g) => [g] as const), ['day', 'model'], ['customer', 'session']];
 
@@ -132,17 +137,56 @@ describe('a range ending now, on a day that holds most rows', { timeout: 120_000
     }
   });
 
-  it('a row started after the cut: that edge alone is read from the spans, and the report still equals the scan', async () => {
+  it('rows started after the cut (a client clock ahead): the whole day less those rows, only they read from the spans', async () => {
     const late = busyDay()
       .slice(0, 3)
       .map((r) => ({ ...r, span_id: `${r.span_id}-late`, start_time: NOW + 3_600_000, end_time: NOW + 3_600_500, start_date: '2026-11-26' }));
-    await store.insertLines(buf(late), late.length);
+    // A trace all of whose spans today are late: counted in the day, not in the range.
+    const alone = late.map((r) => ({ ...r, trace_id: 't-late', span_id: `${r.span_id}-alone`, customer_id: 'cust-late' }));
+    await store.insertLines(buf([...late, ...alone]), late.length + alone.length);
     const scan = scanning(store);
     const route = await reportRoute(store, { orgId: 'org_a', ...ranges['this month'] });
-    expect(route).toEqual({ days: { from: '2026-11-01', to: '2026-11-26' }, edges: [{ from: TODAY, to: NOW + 1 }] });
-    for (const [by] of GROUPINGS) {
-      const f = { orgId: 'org_a', ...ranges['this month'], by };
-      expect(await usageReport(store, f), by).toEqual(await usageReport(scan, f));
+    expect(route).toEqual({ days: { from: '2026-11-01', to: '2026-11-27' }, edges: [], less: [{ from: NOW + 1, to: TODAY + DAY }] });
+    for (const [name, range] of Object.entries(ranges))
+      for (const [by, then] of GROUPINGS)
+        for (const limit of then === undefined ? [undefined, 2] : [undefined]) {
+          const f = { orgId: 'org_a', ...range, by, then, limit };
+          const rec = recording(store);
+          expect(await usageReport(rec.store, f), `${name} by ${by} ${then ?? ''} ${limit ?? ''}`).toEqual(await usageReport(scan, f));
+          // The spans read are the slice after the cut alone.
+          for (const [i, q] of rec.sql.entries()) if (spanReads([q]).length > 0) expect(rec.params[i], `${name} by ${by}: ${q}`).toContain(NOW + 1);
+        }
+    for (const range of [ranges.today, ranges['this month']]) {
+      const f = { orgId: 'org_a', ...range, by: 'trace' as const };
+      expect(await countGroups(store, f)).toBe(await countGroups(scan, f));
+      for (const by of ['model', 'customer'] as const) expect(await dailyCosts(store, { ...f, by })).toEqual(await dailyCosts(scan, { ...f, by }));
+    }
+  });
+
+  it('ranges cut inside a day on either side, with rows beyond the cuts: equal to the scan', async () => {
+    const late = busyDay()
+      .slice(3, 9)
+      .map((r) => ({ ...r, span_id: `${r.span_id}-late`, start_time: NOW + 60_000, end_time: NOW + 60_500, start_date: '2026-11-26' }));
+    await store.insertLines(buf(late), late.length);
+    const scan = scanning(store);
+    const cuts = [
+      { from: TODAY + 3_600_000, to: NOW + 1 },
+      { from: NOW - 2 * 3_600_000, to: NOW + 1 },
+      { from: NOW - 9 * 3_600_000, to: NOW - 3_600_000 },
+      { from: MONTH + 3_600_000, to: NOW - 300_000 },
+      { from: TODAY - 5 * DAY + 7_200_000, to: NOW + 1 },
+    ];
+    for (const cut of cuts) {
+      for (const [by, then] of GROUPINGS)
+        for (const limit of then === undefined ? [undefined, 2] : [undefined]) {
+          const f = { orgId: 'org_a', ...cut, by, then, limit };
+          expect(await usageReport(store, f), `${JSON.stringify(cut)} by ${by} ${then ?? ''} ${limit ?? ''}`).toEqual(await usageReport(scan, f));
+        }
+      for (const customerId of [undefined, 'cust-1']) {
+        const f = { orgId: 'org_a', ...cut, by: 'trace' as const, customerId };
+        expect(await countGroups(store, f), JSON.stringify(f)).toBe(await countGroups(scan, f));
+      }
+      expect(await dailyCosts(store, { orgId: 'org_a', ...cut, by: 'model' })).toEqual(await dailyCosts(scan, { orgId: 'org_a', ...cut, by: 'model' }));
     }
   });
 });

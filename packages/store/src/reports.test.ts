@@ -1,8 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { chooseRoute, COUNT_ROUTES, LABEL_ROUTES, USAGE_ROUTES, type RangeRoute, type ReportInputs, type ReportRoute } from './reports.js';
+import { chooseRoute, COUNT_ROUTES, LABEL_ROUTES, USAGE_ROUTES, type RangeRoute, type ReportInputs, type ReportRoute, type UsageRow } from './reports.js';
 
-const WHOLE: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-26' }, edges: [] };
-const CUT: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-26' }, edges: [{ from: 1_795_651_200_000, to: 1_795_707_730_000 }] };
+const WHOLE: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-26' }, edges: [], less: [] };
+const CUT: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-26' }, edges: [{ from: 1_795_651_200_000, to: 1_795_707_730_000 }], less: [] };
+/** Whole days less the part of the last one after the range's end (spans started after now). */
+const LESS: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-27' }, edges: [], less: [{ from: 1_795_707_730_001, to: 1_795_737_600_000 }] };
+
+/** A group of the slice taken away. */
+const takenRow = (group: string): UsageRow => ({ group, spans: 1, unpricedSpans: 0, tokens: {} as UsageRow['tokens'], costs: {} as UsageRow['costs'] });
 
 interface Store {
   rollups?: boolean;
@@ -10,6 +15,8 @@ interface Store {
   perDay?: number | undefined;
   range?: RangeRoute;
   ready?: boolean;
+  /** The groups of the range's slices taken away. */
+  taken?: string[];
 }
 
 /** The route chosen for a filter on a store so described, and what was asked of the store to choose it. */
@@ -23,6 +30,10 @@ async function route<F, R>(routes: readonly ReportRoute<F, R>[], f: F, s: Store 
     range: () => {
       if (!asked.includes('range')) asked.push('range');
       return Promise.resolve(s.range ?? WHOLE);
+    },
+    taken: () => {
+      if (!asked.includes('taken')) asked.push('taken');
+      return Promise.resolve((s.taken ?? []).map(takenRow));
     },
     listsReady: (name) => {
       asked.push(`ready ${name}`);
@@ -42,11 +53,11 @@ describe('usageReport routes', () => {
   });
 
   it('trace top list: traces ranked within a day list over whole days, the lists ready', async () => {
-    expect(await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 3 })).toEqual({ name: 'trace top list', asked: ['range', 'ready trace'] });
+    expect(await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 3 })).toEqual({ name: 'trace top list', asked: ['range', 'taken', 'ready trace'] });
   });
 
   it('session top list: sessions ranked within a day list over whole days, the lists ready', async () => {
-    expect(await route(USAGE_ROUTES, { ...org, by: 'session', limit: 2 })).toEqual({ name: 'session top list', asked: ['range', 'ready session'] });
+    expect(await route(USAGE_ROUTES, { ...org, by: 'session', limit: 2 })).toEqual({ name: 'session top list', asked: ['range', 'taken', 'ready session'] });
   });
 
   it('traces: every trace, or a ranking the lists cannot answer', async () => {
@@ -54,7 +65,22 @@ describe('usageReport routes', () => {
     expect((await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 4 })).name).toBe('traces');
     expect((await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 3 }, { perDay: undefined })).name).toBe('traces');
     expect((await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 3 }, { range: CUT })).name).toBe('traces');
-    expect(await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 3 }, { ready: false })).toEqual({ name: 'traces', asked: ['range', 'ready trace'] });
+    expect(await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 3 }, { ready: false })).toEqual({
+      name: 'traces',
+      asked: ['range', 'taken', 'ready trace'],
+    });
+  });
+
+  it('top lists over whole days less a slice: while the limit and the groups taken away fit in a day list', async () => {
+    expect(await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 2 }, { range: LESS, taken: ['t9'] })).toEqual({
+      name: 'trace top list',
+      asked: ['range', 'taken', 'ready trace'],
+    });
+    expect(await route(USAGE_ROUTES, { ...org, by: 'trace', limit: 2 }, { range: LESS, taken: ['t9', 't10'] })).toEqual({
+      name: 'traces',
+      asked: ['range', 'taken'],
+    });
+    expect((await route(USAGE_ROUTES, { ...org, by: 'session', limit: 3 }, { range: LESS, taken: ['s1'] })).name).toBe('daily rollup');
   });
 
   it('trace fields: a grouping only traces hold, or traces of one customer', async () => {
@@ -74,7 +100,7 @@ describe('usageReport routes', () => {
       expect((await route(USAGE_ROUTES, f)).name, JSON.stringify(f)).toBe('daily rollup');
     expect(await route(USAGE_ROUTES, { ...org, by: 'session', limit: 2 }, { ready: false })).toEqual({
       name: 'daily rollup',
-      asked: ['range', 'ready session'],
+      asked: ['range', 'taken', 'ready session'],
     });
   });
 });
@@ -88,6 +114,12 @@ describe('countGroups routes', () => {
     expect(await route(COUNT_ROUTES, { ...org, by: 'trace', customerId: 'cust-1' })).toEqual({ name: 'traces', asked: ['range'] });
     expect((await route(COUNT_ROUTES, { ...org, by: 'trace' }, { perDay: undefined })).name).toBe('traces');
     expect((await route(COUNT_ROUTES, { ...org, by: 'trace' }, { ready: false })).name).toBe('traces');
+  });
+
+  it("whole days less a slice: counted from the rollups, but a customer's traces from the spans", async () => {
+    expect((await route(COUNT_ROUTES, { ...org, by: 'trace' }, { range: LESS })).name).toBe('trace top list');
+    expect((await route(COUNT_ROUTES, { ...org, by: 'trace' }, { range: LESS, perDay: undefined })).name).toBe('traces');
+    expect((await route(COUNT_ROUTES, { ...org, by: 'trace', customerId: 'cust-1' }, { range: LESS })).name).toBe('scan');
   });
 
   it('scan: no rollups, a cut edge, one trace, or another grouping', async () => {

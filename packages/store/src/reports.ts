@@ -1,4 +1,4 @@
-import { addDays, ceilDay, floorDay, utcDay } from '@trace-ingest/shared/dates';
+import { addDays, ceilDay, DAY_MS, floorDay, utcDay } from '@trace-ingest/shared/dates';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
 import { COST_COLUMNS, REPORT_COST_COLUMNS, USAGE_COLUMNS, type CostColumn, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import { USAGE_DIMENSIONS } from '@trace-ingest/shared/fields';
@@ -160,6 +160,8 @@ export interface ReportInputs<F> {
   listsPerDay: number | undefined;
   /** The range as whole days the rollups answer and cut edges the spans answer, read once when first asked. */
   range(): Promise<RangeRoute>;
+  /** The spans of the range's `less` slices, grouped as the report groups (none when it has none), read once when first asked. */
+  taken(): Promise<UsageRow[]>;
   /** Whether a top list is up to date for these days (each day asked once among the reads of a RefreshScope). */
   listsReady(name: TopListName, days: Days): Promise<boolean>;
 }
@@ -184,14 +186,24 @@ async function planned<F extends { orgId: string }, R>(
   f: F,
   range: () => RangeRoute | Promise<RangeRoute>,
   scope = new RefreshScope(),
+  grouped?: Omit<UsageQuery, 'from' | 'to'>,
 ): Promise<R> {
   const lists = store.topLists;
   let known: Promise<RangeRoute> | undefined;
+  let taken: Promise<UsageRow[]> | undefined;
   const q: ReportInputs<F> = {
     f,
     rollups: store.rollups,
     listsPerDay: lists?.perDay,
     range: () => (known ??= Promise.resolve().then(range)),
+    taken: () =>
+      (taken ??= q.range().then(async ({ less }) => {
+        if (less.length === 0) return [];
+        if (grouped === undefined) throw new Error('a range with slices taken away, for a report that cannot take them');
+        const parts = [];
+        for (const slice of less) parts.push(await scanReport(store, { ...grouped, ...slice, limit: undefined }));
+        return parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts);
+      })),
     listsReady: async (name, days) => lists !== undefined && (await scope.refresh(lists, name, f.orgId, days.from, days.to)),
   };
   return (await chooseRoute(routes, q)).read(store, q);
@@ -225,22 +237,30 @@ async function listsRank(q: ReportInputs<UsageQuery>, name: TopListName): Promis
   if (usageSource(q) === undefined || f.by !== name || f.then !== undefined || f.customerId !== undefined) return false;
   if (f.limit === undefined || q.listsPerDay === undefined || f.limit > q.listsPerDay) return false;
   const days = await wholeDays(q);
-  return days !== undefined && (await q.listsReady(name, days));
+  if (days === undefined || f.limit + (await q.taken()).length > q.listsPerDay) return false;
+  return q.listsReady(name, days);
 }
 
-/** A reader of a range's whole days (by `readDays`) and of its cut edges (from the spans), added up and cut to the limit. */
+/**
+ * A reader of a range's whole days (by `readDays`), its cut edges (from the
+ * spans, added) and its `less` slices (from the spans, taken away), cut to the limit.
+ */
 function daysAndEdges(
   readDays: (store: SpanStore, f: UsageQuery, days: Days, q: ReportInputs<UsageQuery>) => Promise<UsageRow[]>,
 ): ReportRoute<UsageQuery, UsageRow[]>['read'] {
   return async (store, q) => {
     const { f } = q;
     const { days, edges } = await q.range();
+    const taken = await q.taken();
     const parts: UsageRow[][] = [];
-    // With partial days at the edges the ranked cut is made after they are added in.
-    const limit = edges.length === 0 ? f.limit : undefined;
+    // With partial days at the edges the ranked cut is made after they are added in. Taking away lowers only
+    // the groups it finds, so the first `limit` of the range are among the first `limit` + that many of the whole days.
+    const limit = edges.length > 0 || f.limit === undefined ? undefined : f.limit + taken.length;
     if (days !== undefined) parts.push(await readDays(store, { ...f, limit }, days, q));
     for (const e of edges) parts.push(await scanReport(store, { ...f, from: e.from, to: e.to, limit: undefined }));
-    const rows = sortRows(parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts));
+    let rows = parts.length === 1 ? (parts[0] ?? []) : mergeRows(parts);
+    if (taken.length > 0) rows = takeAway(rows, taken);
+    rows = sortRows(rows);
     return f.limit === undefined || f.then !== undefined ? rows : rows.slice(0, rowCount(f.limit));
   };
 }
@@ -270,7 +290,7 @@ export const USAGE_ROUTES: readonly ReportRoute<UsageQuery, UsageRow[]>[] = [
  * that share a `scope` bring each top list day up to date once among them.
  */
 export async function usageReport(store: SpanStore, f: UsageQuery, scope?: RefreshScope): Promise<UsageRow[]> {
-  return planned(store, USAGE_ROUTES, f, () => reportRoute(store, f), scope);
+  return planned(store, USAGE_ROUTES, f, () => reportRoute(store, f), scope, f);
 }
 
 /** Usage read from the spans themselves: a single trace, a grouping no rollup holds, and the partial days at a range's edges. */
@@ -336,6 +356,31 @@ function mergeRows(parts: readonly UsageRow[][]): UsageRow[] {
   return [...out.values()];
 }
 
+/**
+ * The rows less the `taken` rows of the same group (and subgroup): a group
+ * left with no span is dropped, as the rollups drop it. Taken rows of a group
+ * not among `rows` (a ranked read left it out) are not taken from anything.
+ */
+function takeAway(rows: readonly UsageRow[], taken: readonly UsageRow[]): UsageRow[] {
+  const key = (r: UsageRow) => `${r.group}\u0000${r.subgroup ?? ''}`;
+  const less = new Map(taken.map((r) => [key(r), r]));
+  const out: UsageRow[] = [];
+  for (const r of rows) {
+    const t = less.get(key(r));
+    if (t === undefined) {
+      out.push(r);
+      continue;
+    }
+    if (r.spans === t.spans) continue;
+    const tokens = { ...r.tokens };
+    for (const k of TOKENS) tokens[k] -= t.tokens[k];
+    const costs = { ...r.costs };
+    for (const c of COSTS) costs[c] = formatDecimal(parseDecimal(r.costs[c]) - parseDecimal(t.costs[c]));
+    out.push({ ...r, spans: r.spans - t.spans, unpricedSpans: r.unpricedSpans - t.unpricedSpans, tokens, costs });
+  }
+  return out;
+}
+
 /** A per-day rollup as reports read it: the groupings it holds, by column. */
 interface DailySource {
   table: string;
@@ -362,49 +407,77 @@ function rollupFor(by: GroupBy, then: GroupBy | undefined, byCustomer: boolean):
 /** Whole UTC days [from, to) as YYYY-MM-DD. */
 type Days = { from: string; to: string };
 
+/** Epoch ms [from, to). */
+type Slice = { from: number; to: number };
+
 export interface RangeRoute {
+  /** Whole days the rollups answer. */
   days?: Days;
-  edges: { from: number; to: number }[];
+  /** Parts of days cut by the range, read from the spans and added to the days. */
+  edges: Slice[];
+  /** Parts of the whole days outside the range, read from the spans and taken away from the days. */
+  less: Slice[];
 }
 
 /** A range as whole UTC days [from, to) the rollups answer, and the partial days at its edges the spans answer. */
 export function splitRange(from: number, to: number): RangeRoute {
   const first = ceilDay(from);
   const last = floorDay(to);
-  if (first >= last) return { edges: from < to ? [{ from, to }] : [] };
-  const edges: { from: number; to: number }[] = [];
+  if (first >= last) return { edges: from < to ? [{ from, to }] : [], less: [] };
+  const edges: Slice[] = [];
   if (from < first) edges.push({ from, to: first });
   if (last < to) edges.push({ from: last, to });
-  return { days: { from: utcDay(first), to: utcDay(last) }, edges };
+  return { days: { from: utcDay(first), to: utcDay(last) }, edges, less: [] };
 }
 
 /**
- * A range with each partial edge day made whole where that day holds no
- * stored row outside the range: the rollups, which hold every stored row,
- * then answer it ("today so far", ending at now, is all of today). Only an
- * edge cut at a time with rows beyond it is left to the spans.
+ * Rows counted on either side of a cut, at most: enough to tell which side
+ * is the smaller read, and a bound on the rows a report takes away.
  */
-export async function settleRange(store: SpanStore, orgId: string, from: number, to: number): Promise<{ from: number; to: number }> {
-  if (!store.rollups || to <= from) return { from, to };
-  const [lo, hi] = [floorDay(from), ceilDay(to)];
-  if (lo < 0 || hi > 253_402_300_799_999) return { from, to };
-  const dialect = reportDialect(store.kind);
-  // One row at most, read by start time within one day: the row groups (granules) before or after the cut are skipped.
-  const empty = async (a: number, b: number) =>
-    (
-      await store.query(
-        `SELECT 1 AS x FROM spans WHERE org_id = ? AND ${dayBounds(dialect, a, b).join(' AND ')} ` +
-          `AND start_time >= ${Math.trunc(a)} AND start_time < ${Math.trunc(b)} LIMIT 1`,
-        [orgId],
-      )
-    ).length === 0;
-  return { from: lo < from && (await empty(lo, from)) ? lo : from, to: to < hi && (await empty(to, hi)) ? hi : to };
-}
+export const SLICE_ROWS = 10_000;
 
-/** The whole days the rollups answer and the cut edges the spans answer, for a range as `settleRange` leaves it. */
+/** How a day cut by a range is read: whole (nothing beyond the cut), whole less the part beyond, or its part inside from the spans. */
+type CutDay = 'whole' | 'less' | 'inside';
+
+/**
+ * The whole days the rollups answer, and how each day the range cuts is
+ * read. The rollups hold every stored row, so a cut day with no row beyond
+ * the cut is whole ("today so far", ending now, is all of today); one with
+ * fewer rows beyond the cut than inside is the whole day less those rows (a
+ * client clock ahead puts a few spans after now); otherwise the part inside
+ * is read from the spans. So the spans read are the smaller side of a cut.
+ */
 export async function reportRoute(store: SpanStore, f: { orgId: string; from: number; to: number }): Promise<RangeRoute> {
-  const r = await settleRange(store, f.orgId, f.from, f.to);
-  return splitRange(r.from, r.to);
+  const { from, to } = f;
+  if (!store.rollups || to <= from) return splitRange(from, to);
+  const [lo, hi] = [floorDay(from), ceilDay(to)];
+  if (lo < 0 || hi > 253_402_300_799_999) return splitRange(from, to);
+  const dialect = reportDialect(store.kind);
+  // Rows of a slice of one day, counted up to SLICE_ROWS, read by start time: the row groups (granules) outside are skipped.
+  const rows = async (a: number, b: number) => {
+    const [r] = await store.query(
+      `SELECT count(*) AS n FROM (SELECT 1 AS x FROM spans WHERE org_id = ? AND ${dayBounds(dialect, a, b).join(' AND ')} ` +
+        `AND start_time >= ${Math.trunc(a)} AND start_time < ${Math.trunc(b)} LIMIT ${SLICE_ROWS}) t`,
+      [f.orgId],
+    );
+    return Number(r?.n ?? 0);
+  };
+  const cut = async (beyond: Slice, inside: Slice): Promise<CutDay> => {
+    const n = await rows(beyond.from, beyond.to);
+    if (n === 0) return 'whole';
+    return n < SLICE_ROWS && n < (await rows(inside.from, inside.to)) ? 'less' : 'inside';
+  };
+  let head: CutDay = lo < from ? await cut({ from: lo, to: from }, { from, to: Math.min(to, lo + DAY_MS) }) : 'whole';
+  let tail: CutDay = to < hi ? await cut({ from: to, to: hi }, { from: Math.max(from, hi - DAY_MS), to }) : 'whole';
+  // A range within one day takes away from that day only when neither side is read inside.
+  if (hi - lo === DAY_MS && (head === 'inside' || tail === 'inside')) {
+    if (head === 'less') head = 'inside';
+    if (tail === 'less') tail = 'inside';
+  }
+  const route = splitRange(head === 'inside' ? from : lo, tail === 'inside' ? to : hi);
+  if (head === 'less') route.less.push({ from: lo, to: from });
+  if (tail === 'less') route.less.push({ from: to, to: hi });
+  return route;
 }
 
 const ROLLUP_MEASURES = ['spans', 'unpriced', ...TOKENS, ...COSTS];
@@ -574,8 +647,8 @@ export async function dailyCosts(
   f: Omit<UsageFilter, 'then' | 'customerId' | 'traceId'> & { groups?: readonly string[] | undefined },
 ): Promise<DailyCost[]> {
   const source = store.rollups ? rollupFor(f.by, 'day', false) : undefined;
-  const { days, edges } = source === undefined ? splitRange(f.from, f.to) : await reportRoute(store, f);
-  if (source === undefined || source === 'traces' || days === undefined || edges.length > 0) {
+  const { days, edges, less } = source === undefined ? splitRange(f.from, f.to) : await reportRoute(store, f);
+  if (source === undefined || source === 'traces' || days === undefined || edges.length > 0 || less.length > 0) {
     const wanted = f.groups === undefined ? undefined : new Set(f.groups);
     const rows = (await usageReport(store, { ...f, then: 'day' })).filter((r) => wanted === undefined || wanted.has(r.group));
     return byGroupAndDay(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost, spans: r.spans })));
@@ -627,12 +700,13 @@ export const COUNT_ROUTES: readonly ReportRoute<CountQuery, number>[] = [
         ...total.params,
         ...multi.params,
       ]);
-      return Number(r?.n ?? 0) - Number(r?.dup ?? 0);
+      return Number(r?.n ?? 0) - Number(r?.dup ?? 0) - (await tracesOnlyTaken(store, q));
     },
   },
   {
     name: 'traces',
-    when: async (q) => countsTraces(q) && (await wholeDays(q)) !== undefined,
+    // A customer's traces are found by their resolved customer, which a slice taken away does not know.
+    when: async (q) => countsTraces(q) && (await wholeDays(q)) !== undefined && (q.f.customerId === undefined || (await q.range()).less.length === 0),
     read: async (store, q) => {
       const [dialect, days, { f }] = [reportDialect(store.kind), await daysOf(q), q];
       const customer = f.customerId === undefined ? '' : ` HAVING ${candidateValueSql(dialect.rollup, dialect.rollup.traceMerge('min', 'customer_c'))} = ?`;
@@ -641,7 +715,7 @@ export const COUNT_ROUTES: readonly ReportRoute<CountQuery, number>[] = [
           `AND start_date < ${dialect.dateLiteral(days.to)} GROUP BY trace_id${customer}) t`,
         f.customerId === undefined ? [f.orgId] : [f.orgId, f.customerId],
       );
-      return Number(r?.n ?? 0);
+      return Number(r?.n ?? 0) - (await tracesOnlyTaken(store, q));
     },
   },
   {
@@ -656,9 +730,29 @@ export const COUNT_ROUTES: readonly ReportRoute<CountQuery, number>[] = [
   },
 ];
 
+/**
+ * The traces of the range's `less` slices with no span in the range: every
+ * span the whole days hold of them is in those slices. Counted from the
+ * whole days, they are taken away from the count.
+ */
+async function tracesOnlyTaken(store: SpanStore, q: ReportInputs<CountQuery>): Promise<number> {
+  const taken = await q.taken();
+  if (taken.length === 0) return 0;
+  const [dialect, days] = [reportDialect(store.kind), await daysOf(q)];
+  const ids = taken.map((t) => t.group);
+  const rows = await store.query(
+    `SELECT trace_id AS g, ${dialect.rollup.traceMerge('sum', 'spans')} AS n FROM traces WHERE org_id = ? ` +
+      `AND start_date >= ${dialect.dateLiteral(days.from)} AND start_date < ${dialect.dateLiteral(days.to)} ` +
+      `AND trace_id IN (${ids.map(() => '?').join(', ')}) GROUP BY trace_id`,
+    [q.f.orgId, ...ids],
+  );
+  const inDays = new Map(rows.map((r) => [String(r.g), Number(r.n)]));
+  return taken.filter((t) => inDays.get(t.group) === t.spans).length;
+}
+
 /** How many distinct values of a dimension the filter's spans have (e.g. traces in a range). */
 export async function countGroups(store: SpanStore, f: CountQuery, scope = new RefreshScope()): Promise<number> {
-  return planned(store, COUNT_ROUTES, f, () => reportRoute(store, f), scope);
+  return planned(store, COUNT_ROUTES, f, () => reportRoute(store, f), scope, f);
 }
 
 type LabelQuery = Omit<UsageFilter, 'then' | 'by'> & { by: 'trace' | 'customer'; groups: readonly string[] };
@@ -741,7 +835,7 @@ export const LABEL_ROUTES: readonly ReportRoute<LabelQuery, Labels>[] = [
  */
 export async function groupLabels(store: SpanStore, f: LabelQuery, scope = new RefreshScope()): Promise<Labels> {
   // Labels need no exact range: the whole days around it do.
-  const around = (): RangeRoute => ({ days: { from: utcDay(floorDay(f.from)), to: utcDay(ceilDay(f.to)) }, edges: [] });
+  const around = (): RangeRoute => ({ days: { from: utcDay(floorDay(f.from)), to: utcDay(ceilDay(f.to)) }, edges: [], less: [] });
   return planned(store, LABEL_ROUTES, f, around, scope);
 }
 
