@@ -5,6 +5,7 @@ import { DrainingError, refusalReason, ServiceUnavailableError, TiError } from '
 import { encodeSpanLine, encodeTraceHead } from '@trace-ingest/shared/rows';
 import { compiledPolicyFor } from '@trace-ingest/shared/content-policy';
 import { retentionCuts } from '@trace-ingest/shared/lifecycle';
+import { isUnpriced } from '@trace-ingest/shared/unpriced';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 import type { Pricing } from '@trace-ingest/store/pricing';
@@ -222,7 +223,7 @@ export async function encodeTraces(traces: readonly Trace[], deps: IngestDeps, k
     for (const span of trace.spans) {
       ids.push(`${trace.traceId}\u0000${span.spanId}`);
       const costs = deps.pricing.price(span, key.orgId);
-      if (!costs.priced && span.modelId !== undefined) unpriced.push(span);
+      if (isUnpriced(costs.priced, span.modelId ?? '')) unpriced.push(span);
       if (span.startTime < SECONDS_SUSPECT_BEFORE_MS) before2001++;
       lines.push(encodeSpanLine(head, textsBefore !== undefined && span.startTime < textsBefore ? withoutTexts(span) : span, costs));
     }

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { chooseRoute, COUNT_ROUTES, LABEL_ROUTES, USAGE_ROUTES, type RangeRoute, type ReportInputs, type ReportRoute, type UsageRow } from './reports.js';
+import {
+  chooseRoute,
+  COUNT_ROUTES,
+  DAILY_COST_ROUTES,
+  LABEL_ROUTES,
+  USAGE_ROUTES,
+  type RangeRoute,
+  type ReportInputs,
+  type ReportRoute,
+  type UsageRow,
+} from './reports.js';
 
 const WHOLE: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-26' }, edges: [], less: [] };
 const CUT: RangeRoute = { days: { from: '2026-11-01', to: '2026-11-26' }, edges: [{ from: 1_795_651_200_000, to: 1_795_707_730_000 }], less: [] };
@@ -127,6 +137,24 @@ describe('countGroups routes', () => {
     expect(await route(COUNT_ROUTES, { ...org, by: 'trace' }, { range: CUT })).toEqual({ name: 'scan', asked: ['range'] });
     expect(await route(COUNT_ROUTES, { ...org, by: 'trace', traceId: 't1' })).toEqual({ name: 'scan', asked: [] });
     expect(await route(COUNT_ROUTES, { ...org, by: 'customer' })).toEqual({ name: 'scan', asked: [] });
+  });
+});
+
+describe('dailyCosts routes', () => {
+  it('nothing asked: an empty list of groups, asking the store nothing', async () => {
+    expect(await route(DAILY_COST_ROUTES, { ...org, by: 'customer', groups: [] })).toEqual({ name: 'nothing asked', asked: [] });
+  });
+
+  it('daily rollup: a grouping a per-day rollup holds, over whole days', async () => {
+    expect(await route(DAILY_COST_ROUTES, { ...org, by: 'model' })).toEqual({ name: 'daily rollup', asked: ['range'] });
+    expect((await route(DAILY_COST_ROUTES, { ...org, by: 'customer', groups: ['cust-1'] })).name).toBe('daily rollup');
+  });
+
+  it('usage by day: no rollups, a grouping only traces hold, a cut edge, or a slice taken away', async () => {
+    expect(await route(DAILY_COST_ROUTES, { ...org, by: 'model' }, { rollups: false })).toEqual({ name: 'usage by day', asked: [] });
+    expect(await route(DAILY_COST_ROUTES, { ...org, by: 'trace' })).toEqual({ name: 'usage by day', asked: [] });
+    expect((await route(DAILY_COST_ROUTES, { ...org, by: 'model' }, { range: CUT })).name).toBe('usage by day');
+    expect((await route(DAILY_COST_ROUTES, { ...org, by: 'customer' }, { range: LESS })).name).toBe('usage by day');
   });
 });
 

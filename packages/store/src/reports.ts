@@ -637,41 +637,66 @@ export interface DailyCost {
   spans: number;
 }
 
+type CostsQuery = Omit<UsageFilter, 'then' | 'customerId' | 'traceId'> & { groups?: readonly string[] | undefined };
+
+/** The per-day rollup holding a series' grouping by day, or undefined when the series comes from a usage report. */
+const costsSource = (q: ReportInputs<CostsQuery>): DailySource | undefined => {
+  const source = q.rollups ? rollupFor(q.f.by, 'day', false) : undefined;
+  return typeof source === 'object' ? source : undefined;
+};
+
+/** dailyCosts' routes, in the order they are tried. */
+export const DAILY_COST_ROUTES: readonly ReportRoute<CostsQuery, DailyCost[]>[] = [
+  { name: 'nothing asked', when: (q) => q.f.groups !== undefined && q.f.groups.length === 0, read: () => Promise.resolve([]) },
+  {
+    name: 'usage by day',
+    when: async (q) => {
+      if (costsSource(q) === undefined) return true;
+      const { days, edges, less } = await q.range();
+      return days === undefined || edges.length > 0 || less.length > 0;
+    },
+    read: async (store, { f }) => {
+      const wanted = f.groups === undefined ? undefined : new Set(f.groups);
+      const rows = (await usageReport(store, { orgId: f.orgId, from: f.from, to: f.to, by: f.by, then: 'day' })).filter(
+        (r) => wanted === undefined || wanted.has(r.group),
+      );
+      return byGroupAndDay(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost, spans: r.spans })));
+    },
+  },
+  {
+    name: 'daily rollup',
+    when: () => true,
+    read: async (store, q) => {
+      const [dialect, days, { f }, source] = [reportDialect(store.kind), await daysOf(q), q, costsSource(q)];
+      if (source === undefined) throw new Error('a daily rollup route with no rollup');
+      const group = source.groups[f.by] as string;
+      const only = f.groups === undefined ? '' : ` AND ${group} IN (${f.groups.map(() => '?').join(', ')})`;
+      // One row per group, its days packed in one text ("day=cost=spans,..."): a store's client converts one value faster than many.
+      const rows = await store.query(
+        `SELECT ${dialect.text(group)} AS g, ${dialect.joinText(`concat(${['start_date', 'c', 'n'].map(dialect.text).join(", '=', ")})`)} AS days ` +
+          `FROM (SELECT ${group}, start_date, sum(total_cost) AS c, sum(spans) AS n ` +
+          `FROM ${source.table} WHERE org_id = ? AND start_date >= ${dialect.dateLiteral(days.from)} AND start_date < ${dialect.dateLiteral(days.to)}${only} ` +
+          `GROUP BY ${group}, start_date HAVING sum(spans) <> 0) r GROUP BY ${group}`,
+        [f.orgId, ...(f.groups ?? [])],
+      );
+      const out: DailyCost[] = [];
+      for (const r of rows)
+        for (const dayCost of String(r.days).split(',')) {
+          const [day = '', cost = '0', spans = '0'] = dayCost.split('=');
+          out.push({ group: String(r.g ?? ''), day: day.slice(0, 10), cost: decimalText(cost), spans: Number(spans) });
+        }
+      return byGroupAndDay(out);
+    },
+  },
+];
+
 /**
  * The total cost of each group per UTC day (in group, then day order), for `groups` only when given:
  * one measure, so a series of customers x days costs the store one sum per
  * row, not twenty.
  */
-export async function dailyCosts(
-  store: SpanStore,
-  f: Omit<UsageFilter, 'then' | 'customerId' | 'traceId'> & { groups?: readonly string[] | undefined },
-): Promise<DailyCost[]> {
-  const source = store.rollups ? rollupFor(f.by, 'day', false) : undefined;
-  const { days, edges, less } = source === undefined ? splitRange(f.from, f.to) : await reportRoute(store, f);
-  if (source === undefined || source === 'traces' || days === undefined || edges.length > 0 || less.length > 0) {
-    const wanted = f.groups === undefined ? undefined : new Set(f.groups);
-    const rows = (await usageReport(store, { ...f, then: 'day' })).filter((r) => wanted === undefined || wanted.has(r.group));
-    return byGroupAndDay(rows.map((r) => ({ group: r.group, day: r.subgroup ?? '', cost: r.costs.total_cost, spans: r.spans })));
-  }
-  if (f.groups !== undefined && f.groups.length === 0) return [];
-  const dialect = reportDialect(store.kind);
-  const group = source.groups[f.by] as string;
-  const only = f.groups === undefined ? '' : ` AND ${group} IN (${f.groups.map(() => '?').join(', ')})`;
-  // One row per group, its days packed in one text ("day=cost=spans,..."): a store's client converts one value faster than many.
-  const rows = await store.query(
-    `SELECT ${dialect.text(group)} AS g, ${dialect.joinText(`concat(${['start_date', 'c', 'n'].map(dialect.text).join(", '=', ")})`)} AS days ` +
-      `FROM (SELECT ${group}, start_date, sum(total_cost) AS c, sum(spans) AS n ` +
-      `FROM ${source.table} WHERE org_id = ? AND start_date >= ${dialect.dateLiteral(days.from)} AND start_date < ${dialect.dateLiteral(days.to)}${only} ` +
-      `GROUP BY ${group}, start_date HAVING sum(spans) <> 0) r GROUP BY ${group}`,
-    [f.orgId, ...(f.groups ?? [])],
-  );
-  const out: DailyCost[] = [];
-  for (const r of rows)
-    for (const dayCost of String(r.days).split(',')) {
-      const [day = '', cost = '0', spans = '0'] = dayCost.split('=');
-      out.push({ group: String(r.g ?? ''), day: day.slice(0, 10), cost: decimalText(cost), spans: Number(spans) });
-    }
-  return byGroupAndDay(out);
+export async function dailyCosts(store: SpanStore, f: CostsQuery): Promise<DailyCost[]> {
+  return planned(store, DAILY_COST_ROUTES, f, () => reportRoute(store, f));
 }
 
 const byGroupAndDay = (xs: DailyCost[]): DailyCost[] => xs.sort((a, b) => byText(a.group, b.group) || byText(a.day, b.day));
