@@ -4,6 +4,8 @@
 //
 //   node bench/flush.js [--batches 20] [--batch 8192] [--warmup 2] [--profile] [--workload small]
 //                       [--store label=path/to/duckdb.js ...]   (default: this tree's dist)
+//                       [--clickhouse http://default:@127.0.0.1:8123]   (adds the ClickHouse store,
+//                       into a fresh database: the CPU is this process's, the flusher's, not the server's)
 //
 // Prints per variant the median and quartiles of CPU µs per row (process.cpuUsage: every thread,
 // DuckDB's included) and wall µs per row, and the CPU of every measured insert plus the close (its
@@ -17,7 +19,7 @@ import { stamp, workload } from './workloads.js';
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 function options(argv) {
-  const o = { batches: 20, batch: 8192, warmup: 2, profile: false, workload: 'small', stores: [] };
+  const o = { batches: 20, batch: 8192, warmup: 2, profile: false, workload: 'small', stores: [], clickhouse: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--batches') o.batches = Number(argv[++i]);
@@ -25,12 +27,13 @@ function options(argv) {
     else if (a === '--warmup') o.warmup = Number(argv[++i]);
     else if (a === '--workload') o.workload = argv[++i];
     else if (a === '--profile') o.profile = true;
+    else if (a === '--clickhouse') o.clickhouse = argv[++i];
     else if (a === '--store') {
       const [label, file] = argv[++i].split('=');
       o.stores.push({ label, file: path.resolve(file) });
     } else throw new Error(`unknown flag ${a}`);
   }
-  if (o.stores.length === 0) o.stores.push({ label: 'this', file: path.join(root, 'packages/store/dist/duckdb.js') });
+  if (o.stores.length === 0 && o.clickhouse === undefined) o.stores.push({ label: 'this', file: path.join(root, 'packages/store/dist/duckdb.js') });
   return o;
 }
 
@@ -70,6 +73,16 @@ for (const s of o.stores) {
   const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), threads: 1 });
   await store.start();
   variants.push({ ...s, dir, store, cpu: [], wall: [], totalUs: 0, rows: 0 });
+}
+if (o.clickhouse !== undefined) {
+  const { ClickHouseSpanStore } = await import(path.join(root, 'packages/store/dist/clickhouse.js'));
+  const base = o.clickhouse.replace(/\/+$/, '');
+  const database = `flush_${Date.now()}`;
+  const res = await fetch(`${base.replace(/\/\/[^@/]*@/, '//')}/?query=${encodeURIComponent(`CREATE DATABASE ${database}`)}`, { method: 'POST' });
+  if (!res.ok) throw new Error(`ClickHouse at ${o.clickhouse}: ${res.status} ${await res.text()}`);
+  const store = new ClickHouseSpanStore({ url: `${base}/${database}`, requestTimeoutMs: 120_000 });
+  await store.start();
+  variants.push({ label: 'clickhouse', store, cpu: [], wall: [], totalUs: 0, rows: 0 });
 }
 
 const profile = new Map();
@@ -115,13 +128,13 @@ for (let b = 0; b < o.warmup + o.batches; b++) {
 }
 
 for (const v of variants) {
-  const [n] = await v.store.query('SELECT count(*)::BIGINT AS n FROM spans');
+  const [n] = await v.store.query(v.label === 'clickhouse' ? 'SELECT count() AS n FROM spans' : 'SELECT count(*)::BIGINT AS n FROM spans');
   const expected = inserted;
   const c0 = process.cpuUsage();
   await v.store.close();
   const c = process.cpuUsage(c0);
   v.totalUs += c.user + c.system;
-  fs.rmSync(v.dir, { recursive: true, force: true });
+  if (v.dir !== undefined) fs.rmSync(v.dir, { recursive: true, force: true });
   const f = (x) => x.toFixed(1);
   console.log(
     `${v.label.padEnd(10)} CPU µs/row median ${f(quantile(v.cpu, 0.5))} (q1 ${f(quantile(v.cpu, 0.25))}, q3 ${f(quantile(v.cpu, 0.75))})` +

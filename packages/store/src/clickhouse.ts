@@ -81,13 +81,16 @@ function identified(r: SpanRow): boolean {
   );
 }
 
-/** The org of a canonical line (its first field), without parsing the rest. */
-function orgOfLine(line: string): string | undefined {
-  if (!line.startsWith(ORG_PREFIX)) return undefined;
-  const end = line.indexOf('"', ORG_PREFIX.length);
-  return end < 0 ? undefined : line.slice(ORG_PREFIX.length, end);
+const ORG_PREFIX = Buffer.from('{"org_id":"');
+const [NEWLINE, QUOTE, CLOSE] = [0x0a, 0x22, 0x7d];
+/** Lines per chunk of an insert's body (each chunk is one buffer, unquoted as it is sent). */
+const LINES_PER_CHUNK = 1000;
+
+/** Where the org id of a canonical line (its first field) ends, or -1 for a line not in that form. */
+function orgEnd(line: Buffer): number {
+  if (line.length <= ORG_PREFIX.length || line.compare(ORG_PREFIX, 0, ORG_PREFIX.length, 0, ORG_PREFIX.length) !== 0) return -1;
+  return line.indexOf(QUOTE, ORG_PREFIX.length);
 }
-const ORG_PREFIX = '{"org_id":"';
 
 function rawLines(lines: Lines): string[] {
   return chunksOf(lines).flatMap((c) =>
@@ -261,22 +264,38 @@ export class ClickHouseSpanStore implements SpanStore {
    */
   async insertLines(lines: Lines, rowCount: number): Promise<void> {
     if (rowCount === 0) return;
-    const out: string[] = [];
-    let lastOrg = '';
-    let extra = ',"rollup_weight":1}';
-    for (const line of rawLines(lines)) {
-      const org = orgOfLine(line);
-      if (org === undefined || !line.endsWith('}')) {
-        out.push(line);
-        continue;
+    // Byte slices of the lines as they came, each closed with its org's extra fields: no line is decoded or encoded again.
+    const chunks: Buffer[] = [];
+    let pieces: Buffer[] = [];
+    let count = 0;
+    let org = Buffer.alloc(0);
+    let extra = Buffer.from(`,"rollup_weight":1}\n`);
+    const plain = Buffer.from('\n');
+    for (const chunk of chunksOf(lines)) {
+      for (let pos = 0; pos < chunk.length;) {
+        let nl = chunk.indexOf(NEWLINE, pos);
+        if (nl < 0) nl = chunk.length;
+        if (nl > pos) {
+          const line = chunk.subarray(pos, nl);
+          const end = line[line.length - 1] === CLOSE ? orgEnd(line) : -1;
+          if (end < 0) pieces.push(line, plain);
+          else {
+            if (org.length !== end - ORG_PREFIX.length || line.compare(org, 0, org.length, ORG_PREFIX.length, end) !== 0) {
+              org = Buffer.from(line.subarray(ORG_PREFIX.length, end));
+              extra = Buffer.from(`,"rollup_weight":1${this.retentionFields(org.toString('utf8'))}}\n`);
+            }
+            pieces.push(line.subarray(0, line.length - 1), extra);
+          }
+          if (++count % LINES_PER_CHUNK === 0) {
+            chunks.push(Buffer.concat(pieces));
+            pieces = [];
+          }
+        }
+        pos = nl + 1;
       }
-      if (org !== lastOrg) {
-        lastOrg = org;
-        extra = `,"rollup_weight":1${this.retentionFields(org)}}`;
-      }
-      out.push(line.slice(0, -1) + extra);
     }
-    await this.insertRaw(out);
+    if (pieces.length > 0) chunks.push(Buffer.concat(pieces));
+    await this.insertChunks(chunks);
   }
 
   /** Rows that replace the stored rows of the same spans: new versions, which the derivation takes up. */
@@ -324,11 +343,17 @@ export class ClickHouseSpanStore implements SpanStore {
 
   /** One JSONEachRow insert of these lines. */
   private async insertRaw(lines: readonly string[]): Promise<void> {
-    if (lines.length === 0) return;
     const chunks: Buffer[] = [];
-    // Chunks of lines, unquoted one at a time as the request body is sent, so a large
-    // insert never holds the event loop for the whole of it.
-    for (let i = 0; i < lines.length; i += 1000) chunks.push(Buffer.from(lines.slice(i, i + 1000).join('\n') + '\n'));
+    for (let i = 0; i < lines.length; i += LINES_PER_CHUNK) chunks.push(Buffer.from(lines.slice(i, i + LINES_PER_CHUNK).join('\n') + '\n'));
+    await this.insertChunks(chunks);
+  }
+
+  /**
+   * Inserts chunks of JSONEachRow lines, unquoted one at a time as the request
+   * body is sent, so a large insert never holds the event loop for the whole of it.
+   */
+  private async insertChunks(chunks: readonly Buffer[]): Promise<void> {
+    if (chunks.length === 0) return;
     const unquote = this.rules.unquoteCosts;
     const body = (function* () {
       for (const c of chunks) yield unquote ? unquoteCosts(c) : c;
