@@ -305,6 +305,37 @@ describe('ClickHouse schema on chdb (a current ClickHouse)', () => {
     });
   });
 
+  it('gives every span of a trace its resolved fields on a current engine, the root read before the spans that lack them', async () => {
+    const day = Date.UTC(2026, 3, 7, 10, 0);
+    const root = span({ spanId: 'order-a', startTime: day, endTime: day + 1000 });
+    const known: Trace = { traceId: 'order-1', sessionId: 'sess-order', customer: { id: 'cust-order' }, spans: [root] };
+    // Spans another replica stored without the trace's session and customer: one the same day after the root, one the next day.
+    const bare: Trace = {
+      traceId: 'order-1',
+      spans: [
+        span({ spanId: 'order-b', parentSpanId: root.spanId, startTime: day + 2000, endTime: day + 3000 }),
+        span({ spanId: 'order-c', parentSpanId: root.spanId, startTime: day + 86_400_000, endTime: day + 86_401_000 }),
+      ],
+    };
+    const rows = [...rowsOf(known, UNPRICED, 1, 'org_order'), ...rowsOf(bare, UNPRICED, 2, 'org_order')];
+    session.query(`INSERT INTO spans FORMAT JSONEachRow ${rows.map((r) => weighted(r, 1)).join('\n')}`);
+    // One stream reads the spans in the sort order, the root first, as a loaded server may.
+    session.query('SET max_threads = 1');
+    try {
+      await deriver().settle();
+    } finally {
+      session.query('SET max_threads = 0');
+    }
+    expect(
+      session
+        .query("SELECT span_id, session_id, customer_id FROM spans FINAL WHERE org_id = 'org_order' AND trace_id = 'order-1' ORDER BY span_id", 'CSV')
+        .trim(),
+    ).toBe('"order-a","sess-order","cust-order"\n"order-b","sess-order","cust-order"\n"order-c","sess-order","cust-order"');
+    expect(session.query("SELECT session_id, sum(spans) FROM sessions_daily WHERE org_id = 'org_order' GROUP BY session_id", 'CSV').trim()).toBe(
+      '"sess-order",3',
+    );
+  });
+
   it('expires rows and texts by the TTLs of migration 0004 on a current engine, and the derived rollups hold what the spans held when derived', async () => {
     const version = session.query('SELECT version()', 'CSV').trim().replaceAll('"', '');
     expect(await applyRetentionTtl(db, version)).toBe(true);

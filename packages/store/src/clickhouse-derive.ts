@@ -104,23 +104,39 @@ export function derivedSchemaStatements(): string[] {
 const day = (d: string): string => `toDate('${checkedDay(d)}')`;
 const dayList = (days: readonly string[]): string => days.map(day).join(', ');
 
-/** The statement that writes again the spans of `days` whose trace-level fields differ from their trace's resolved ones. */
-export function resolveSql(columns: readonly string[], org: string, days: readonly string[]): string {
+/** The parts shared by the statements that find and rewrite the spans whose trace-level fields differ from their trace's. */
+function resolveParts(org: string, days: readonly string[], traces: string) {
   const d = DERIVE_DIALECT;
   const fields: string[] = TRACE_FIELDS.map((f) => f.column);
   const value = (c: string) => `if(${c} = '~', '', substring(${c}, ${RANK_DIGITS + 1}))`;
   const resolved = TRACE_FIELDS.map((f) => `${value(`min(${candidateSql(d, f)})`)} AS r_${f.column}`);
-  const inDays = `org_id = ${org} AND start_date IN (${dayList(days)})`;
+  const inDays = `org_id = ${org} AND start_date IN (${dayList(days)})${traces}`;
   const around = new Set<string>();
   for (const d of days) for (let k = -TRACE_WINDOW_DAYS; k <= TRACE_WINDOW_DAYS; k++) around.add(addDays(d, k));
   const near = `org_id = ${org} AND start_date IN (${dayList([...around].sort())})`;
-  const select = columns.map((c) => (fields.includes(c) ? `r_${c}` : c === 'received_at' ? 'received_at + 1' : c));
-  return (
-    `INSERT INTO spans (${columns.join(', ')}) SELECT ${select.join(', ')} FROM (SELECT * FROM spans FINAL WHERE ${inDays}) AS s ` +
-    `ANY INNER JOIN (SELECT org_id, trace_id, ${resolved.join(', ')} FROM spans FINAL WHERE ${near} ` +
+  // ALL, not ANY: the right side has one row per trace, and a current engine's ANY INNER JOIN keeps one left row per trace too.
+  const join =
+    `ALL INNER JOIN (SELECT org_id, trace_id, ${resolved.join(', ')} FROM spans FINAL WHERE ${near} ` +
     `AND trace_id IN (SELECT trace_id FROM spans WHERE ${inDays}) GROUP BY org_id, trace_id) AS r USING (org_id, trace_id) ` +
-    `WHERE NOT (${fields.map((f) => `${f} = r_${f}`).join(' AND ')})`
-  );
+    `WHERE NOT (${fields.map((f) => `${f} = r_${f}`).join(' AND ')})`;
+  return { fields, inDays, join };
+}
+
+/**
+ * The traces of `days` with a span whose trace-level fields differ from the trace's resolved ones. It reads
+ * the few columns the rule needs, not the texts: on most passes it finds none and nothing is rewritten.
+ */
+export function unresolvedTracesSql(org: string, days: readonly string[]): string {
+  const { fields, inDays, join } = resolveParts(org, days, '');
+  return `SELECT DISTINCT trace_id FROM (SELECT org_id, trace_id, ${fields.join(', ')} FROM spans FINAL WHERE ${inDays}) AS s ${join}`;
+}
+
+/** The statement that writes again the spans of `days` (of `traceIds` only) whose trace-level fields differ from their trace's. */
+export function resolveSql(columns: readonly string[], org: string, days: readonly string[], traceIds: readonly string[]): string {
+  const traces = bindParams(` AND trace_id IN (${traceIds.map(() => '?').join(', ')})`, traceIds);
+  const { fields, inDays, join } = resolveParts(org, days, traces);
+  const select = columns.map((c) => (fields.includes(c) ? `r_${c}` : c === 'received_at' ? 'received_at + 1' : c));
+  return `INSERT INTO spans (${columns.join(', ')}) SELECT ${select.join(', ')} FROM (SELECT * FROM spans FINAL WHERE ${inDays}) AS s ${join}`;
 }
 
 /** The statements that insert the derived rows of `days` of one org as derivation `derivation`. */
@@ -174,6 +190,8 @@ interface DayState {
 
 /** Days derived per statement: a first derivation of a long history goes a month at a time. */
 const CHUNK_DAYS = 31;
+/** Traces rewritten per statement, so a statement stays within ClickHouse's query size. */
+const RESOLVE_TRACES = 1000;
 
 /**
  * Derivation passes over the changed days. One pass at a time per process;
@@ -271,7 +289,11 @@ export class ClickHouseDeriver {
       const orgSql = bindParams('?', [org]);
       // Trace-level fields reach across days: the spans of the days around a changed day move too (which changes those days).
       const around = [...affected].sort();
-      for (let i = 0; i < around.length; i += CHUNK_DAYS) await this.server.command(resolveSql(columns, orgSql, around.slice(i, i + CHUNK_DAYS)));
+      for (let i = 0; i < around.length; i += CHUNK_DAYS) {
+        const chunk = around.slice(i, i + CHUNK_DAYS);
+        const ids = (await this.server.query(unresolvedTracesSql(orgSql, chunk))).map((r) => String(r.trace_id));
+        for (let j = 0; j < ids.length; j += RESOLVE_TRACES) await this.server.command(resolveSql(columns, orgSql, chunk, ids.slice(j, j + RESOLVE_TRACES)));
+      }
       const days = [...dirtyDays].sort();
       for (let i = 0; i < days.length; i += CHUNK_DAYS) {
         const chunk = days.slice(i, i + CHUNK_DAYS);
