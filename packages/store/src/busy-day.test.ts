@@ -200,8 +200,9 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 200, topListsPerDay: 3 });
     await store.start();
     statements = [];
-    const inner = store as unknown as { run: (sql: string) => Promise<number> };
-    const run = inner.run.bind(store);
+    // Every write statement goes through the store's file (duckdb-file.ts).
+    const inner = (store as unknown as { file: { run: (sql: string) => Promise<number> } }).file;
+    const run = inner.run.bind(inner);
     inner.run = (sql: string) => {
       statements.push(sql);
       return run(sql);

@@ -18,9 +18,11 @@
  * changes a day's rows removes that day's mark in its own transaction; a
  * read rebuilds the unmarked days of its range first.
  */
+import { daysBetween } from '@trace-ingest/shared/dates';
 import { MEASURES } from '@trace-ingest/shared/rollups';
-import type { SqlPart } from './span-store.js';
-import { dateLiteral, TOP_LISTS, TOP_LISTS_WINDOW_DAYS, type TopList } from './top-lists.js';
+import { sqlString, type DuckDbFile } from './duckdb-file.js';
+import type { SqlPart, TopLists } from './span-store.js';
+import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, unmarkedDays, type TopList, type TopListName } from './top-lists.js';
 
 /** A list's rows for `where`: one per org, day and group, its partial rollup rows summed. */
 function dayRowsSql(list: TopList, where: string): string {
@@ -88,4 +90,96 @@ export function listRowsSql(list: TopList, orgId: string, fromDay: string, toDay
 /** The days' group counts summed, from their marks (see TopLists.groupCount). */
 export function groupCountSql(list: TopList, orgId: string, fromDay: string, toDay: string): SqlPart {
   return { sql: `(SELECT coalesce(sum(group_count), 0) FROM ${list.marks} WHERE org_id = ? AND ${rangeSql(fromDay, toDay)})`, params: [orgId] };
+}
+
+/** The DuckDB store's top lists: built by the read that finds days unmarked, unmarked by the writes that change those days. */
+export class DuckDbTopLists implements TopLists {
+  /** Days that may hold a mark (any org, any list): a write whose days hold none has nothing to unmark. */
+  private readonly markedDays = new Set<string>();
+
+  constructor(
+    private readonly file: DuckDbFile,
+    readonly perDay: number,
+  ) {}
+
+  /**
+   * Reads the file's marked days before any write, so the set holds every day a mark exists for: marks are written only by the
+   * file's one writer (the DATA_DIR lock) and only after the set has their days.
+   */
+  async opened(): Promise<void> {
+    for (const l of Object.values(TOP_LISTS)) for (const day of await this.file.days(l.marks)) this.markedDays.add(day);
+  }
+
+  /** Builds the days its writes marked out of date first, so the lists are always ready. */
+  async ready(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<boolean> {
+    await this.refresh(list, orgId, fromDay, toDay);
+    return true;
+  }
+
+  rows(list: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart {
+    return listRowsSql(TOP_LISTS[list], orgId, fromDay, toDay, cond);
+  }
+
+  groupCount(list: TopListName, orgId: string, fromDay: string, toDay: string): SqlPart {
+    return groupCountSql(TOP_LISTS[list], orgId, fromDay, toDay);
+  }
+
+  /**
+   * The top lists of the days from `lo` to `hi` of the orgs in `source` are
+   * out of date (in the write's transaction). Skipped when none of those days
+   * was ever marked: an ingest nobody reads meanwhile pays nothing for it.
+   */
+  async unmark(source: string, lo: string, hi: string): Promise<void> {
+    // The marked days, not the range's: a batch can span centuries (start times are the client's).
+    let marked = false;
+    for (const day of this.markedDays)
+      if (day >= lo && day <= hi) {
+        marked = true;
+        break;
+      }
+    if (!marked) return;
+    for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi))) await this.file.run(sql);
+  }
+
+  /**
+   * Rebuilds the org's unmarked days of a top list from `fromDay` to `toDay`,
+   * a chunk of days per transaction (inserts go on between chunks). Days
+   * with no rows at all, outside the org's first and last day, are only marked.
+   */
+  private async refresh(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
+    const list = TOP_LISTS[name];
+    const org = sqlString(orgId);
+    const range = `org_id = ${org} AND start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
+    const missing = async () => {
+      const marked = await this.file.rows(`SELECT CAST(start_date AS VARCHAR) AS d FROM ${list.marks} WHERE ${range}`);
+      return unmarkedDays(fromDay, toDay, new Set(marked.map((r) => String(r.d))));
+    };
+    // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
+    const current = await this.file.query(`SELECT count(*) AS n FROM ${list.marks} WHERE ${range}`);
+    if (daysBetween(fromDay, toDay) === Number(current[0]?.n ?? 0)) return;
+    for (;;) {
+      const done = await this.file.exclusive(async () => {
+        await this.file.checkFile();
+        let days = await missing();
+        if (days.length > 2 * TOP_LISTS_CHUNK_DAYS) {
+          const [b] = await this.file.rows(
+            `SELECT CAST(min(start_date) AS VARCHAR) AS lo, CAST(max(start_date) AS VARCHAR) AS hi FROM ${list.source} WHERE ${range}`,
+          );
+          const [lo, hi] = [String(b?.lo ?? '9999-12-31'), String(b?.hi ?? '0000-01-01')];
+          const empty = days.filter((day) => day < lo || day > hi);
+          for (const day of empty) this.markedDays.add(day);
+          if (empty.length > 0)
+            await this.file.run(`INSERT INTO ${list.marks} SELECT ${org}, d, 0 FROM (VALUES ${empty.map((day) => `(${dateLiteral(day)})`).join(', ')}) v(d)`);
+          days = days.filter((day) => day >= lo && day <= hi);
+        }
+        const chunk = days.slice(0, TOP_LISTS_CHUNK_DAYS);
+        for (const day of chunk) this.markedDays.add(day);
+        await this.file.transaction(async () => {
+          for (const sql of rebuildTopListSql(list, org, chunk, this.perDay)) await this.file.run(sql);
+        });
+        return days.length <= TOP_LISTS_CHUNK_DAYS;
+      });
+      if (done) return;
+    }
+  }
 }
