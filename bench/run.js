@@ -70,6 +70,10 @@ async function main() {
     await import('./budget-check.js');
     return;
   }
+  if (process.argv.includes('--derive')) {
+    await import('./derive.js');
+    return;
+  }
   if (process.argv.includes('--cluster')) {
     await import('./cluster.js');
     return;
