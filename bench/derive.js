@@ -8,7 +8,8 @@
 // when it took over 200 ms. The derivation derives each changed (org, day) whole, so these figures
 // grow with the day: this benchmark is what a change to that shape is measured by.
 import { spanToRow, UNPRICED } from '@trace-ingest/shared/rows';
-import { applyClickHouseMigrations, bindParams, needsUnquotedCosts, unquoteCosts } from '@trace-ingest/store/clickhouse';
+import { URLSearchParams } from 'node:url';
+import { applyClickHouseMigrations, needsUnquotedCosts, unquoteCosts } from '@trace-ingest/store/clickhouse';
 import { weighted } from '@trace-ingest/store/clickhouse-rollups';
 import { ClickHouseDeriver, InProcessLease } from '@trace-ingest/store/clickhouse-derive';
 import { prng } from './workloads.js';
@@ -30,7 +31,10 @@ function options(argv) {
 const o = options(process.argv.slice(2));
 if (process.env.CLICKHOUSE_URL === undefined) throw new Error('--derive needs CLICKHOUSE_URL (a ClickHouse server; a database of its own is made there)');
 const server = new URL(process.env.CLICKHOUSE_URL);
-const auth = server.username === '' ? {} : { authorization: `Basic ${Buffer.from(`${decodeURIComponent(server.username)}:${decodeURIComponent(server.password)}`).toString('base64')}` };
+const auth =
+  server.username === ''
+    ? {}
+    : { authorization: `Basic ${Buffer.from(`${decodeURIComponent(server.username)}:${decodeURIComponent(server.password)}`).toString('base64')}` };
 const base = `${server.protocol}//${server.host}/`;
 const DB = `bench_derive_${Date.now()}`;
 
