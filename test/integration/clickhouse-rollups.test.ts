@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseSpanStore, type ClickHouseSpanStoreOptions } from '@trace-ingest/store/clickhouse';
 import { ClickHouseDeriver, InProcessLease } from '@trace-ingest/store/clickhouse-derive';
 import type { SpanStore } from '@trace-ingest/store/span-store';
-import { countGroups, groupLabels, RefreshScope, reprice, usageReport } from '@trace-ingest/store/reports';
+import { countGroups, groupLabels, RefreshScope, reportRoute, reprice, usageReport } from '@trace-ingest/store/reports';
 import type { SpanRow } from '@trace-ingest/shared/rows';
 import { buf, derived, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, scanning, traffic } from '../rollup-traffic.js';
 import { startClickHouse, type ClickHouseTestServer } from './support/clickhouse-server.js';
@@ -115,6 +115,35 @@ describe('rollups (usage_daily, traces) on ClickHouse', () => {
       await derived(store);
       expect(await store.topLists.outOfDate('trace')).toEqual([]);
       expect(await store.topLists.outOfDate('session')).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
+
+  it('takes a slice beyond a cut away from a day only while the derived rows hold every span of that day', async () => {
+    const store = await freshStore();
+    try {
+      for (const b of traffic(3)) await store.insertLines(buf(b.rows), b.rows.length);
+      await derived(store);
+      const [day] = await store.query("SELECT max(start_time) AS hi FROM spans WHERE org_id = 'org_a' AND start_date = '2026-10-05'");
+      const range = { orgId: 'org_a', from: Date.parse('2026-10-01T00:00:00Z'), to: Number(day?.hi) };
+      const slice = { from: range.to, to: Date.parse('2026-10-06T00:00:00Z') };
+      expect((await reportRoute(store, range)).less).toEqual([slice]);
+      // A span beyond the cut, not derived yet: the rows before the cut are read from the spans instead.
+      const late = traffic(3)[0]!
+        .rows.slice(0, 1)
+        .map((r) => ({ ...r, span_id: 'late-1', start_time: range.to + 1, end_time: range.to + 2, start_date: '2026-10-05' }));
+      await store.insertLines(buf(late), late.length);
+      expect(await store.rollupsBehind('org_a', '2026-10-05')).toBe(true);
+      const behind = await reportRoute(store, range);
+      expect(behind.less).toEqual([]);
+      expect(behind.edges).toEqual([{ from: Date.parse('2026-10-05T00:00:00Z'), to: range.to }]);
+      await derived(store);
+      expect(await store.rollupsBehind('org_a', '2026-10-05')).toBe(false);
+      expect((await reportRoute(store, range)).less).toEqual([slice]);
+      const scan = scanning(store);
+      for (const by of ['customer', 'trace'] as const)
+        expect(await usageReport(store, { ...range, by }), by).toEqual(await usageReport(scan, { ...range, by }));
     } finally {
       await store.close();
     }

@@ -237,6 +237,10 @@ export class ClickHouseSpanStore implements SpanStore {
     return this.deriver.pending(orgId);
   }
 
+  async rollupsBehind(orgId: string, day: string): Promise<boolean> {
+    return (await this.deriver.pending(orgId)).some((p) => p.day === day);
+  }
+
   async close(): Promise<void> {
     clearTimeout(this.timer);
     await this.background;

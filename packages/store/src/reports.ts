@@ -465,7 +465,9 @@ export async function reportRoute(store: SpanStore, f: { orgId: string; from: nu
   const cut = async (beyond: Slice, inside: Slice): Promise<CutDay> => {
     const n = await rows(beyond.from, beyond.to);
     if (n === 0) return 'whole';
-    return n < SLICE_ROWS && n < (await rows(inside.from, inside.to)) ? 'less' : 'inside';
+    if (n >= SLICE_ROWS || n >= (await rows(inside.from, inside.to))) return 'inside';
+    // Spans taken away from rollups that do not hold them yet would take away what was never added.
+    return (await store.rollupsBehind?.(f.orgId, utcDay(beyond.from))) === true ? 'inside' : 'less';
   };
   let head: CutDay = lo < from ? await cut({ from: lo, to: from }, { from, to: Math.min(to, lo + DAY_MS) }) : 'whole';
   let tail: CutDay = to < hi ? await cut({ from: to, to: hi }, { from: Math.max(from, hi - DAY_MS), to }) : 'whole';

@@ -68,6 +68,12 @@ export interface SpanStore {
    * not every trace.
    */
   readonly topLists?: TopLists | undefined;
+  /**
+   * Whether the rollups of an org's day may not hold every stored span of it
+   * yet (ClickHouse derives them in the background); absent: they always do
+   * (DuckDB writes them with the spans).
+   */
+  rollupsBehind?(orgId: string, day: string): Promise<boolean>;
   /** Connects and applies pending migrations. */
   start(): Promise<void>;
   /** The store's own background jobs, for the server (ClickHouse: the derivation, while `lease` is held); after start(). */
