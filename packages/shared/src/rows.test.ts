@@ -112,6 +112,19 @@ describe('encodeSpanLine', () => {
     );
   });
 
+  it('escapes every code unit as JSON.stringify does, alone, in long texts and at their end', () => {
+    const ctx = { orgId: 'o', keyPrefix: 'k', receivedAt: 1 };
+    for (let block = 0; block < 0x10000; block += 0x100) {
+      // Each code unit apart ('x' between them), so no two surrogates pair up.
+      let units = '';
+      for (let c = block; c < block + 0x100; c++) units += `x${String.fromCharCode(c)}`;
+      const last = String.fromCharCode(block + 0xff);
+      const t: Trace = { traceId: units, spans: [] };
+      const s: Span = { spanId: 's', spanType: 'llm', name: last, startTime: 0, endTime: 1, input: units, output: `${'plain words '.repeat(200)}${last}` };
+      expect(encodeSpanLine(encodeTraceHead(t, ctx), s, UNPRICED)).toBe(encodeRow(spanToRow(t, s, ctx, UNPRICED)));
+    }
+  });
+
   it('writes a lone surrogate as U+FFFD, in trace and span fields alike', () => {
     const t: Trace = { traceId: 't\ud800', traceName: 'x', spans: [{ spanId: 's', spanType: 'llm', name: '\udc00', startTime: 0, endTime: 1 }] };
     const line = encodeSpanLine(encodeTraceHead(t, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 }), t.spans[0] as Span, UNPRICED);
