@@ -287,32 +287,32 @@ const COLUMN_NAMES: string[] = SPAN_COLUMNS.map(([name]) => name);
  * JSON.stringify writes a lone surrogate as an escape (\udc00), which the
  * stores refuse: store U+FFFD instead, so an accepted span is never lost.
  */
-function withoutLoneSurrogates(json: string): string {
-  return json.includes('\\ud') || json.includes('\\uD') ? json.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : json;
+function withoutLoneSurrogates(line: string): string {
+  return line.includes('\\ud') || line.includes('\\uD') ? line.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : line;
 }
 
 // What JSON.stringify may escape in a string: any code unit but space, '!', '#'-'[', ']'-U+D7FF and U+E000-U+FFFF,
 // i.e. control characters, '"', '\\' and surrogates (paired ones too, for simplicity).
 const NEEDS_ESCAPE = /[^ !#-[\]-\ud7ff\ue000-\uffff]/;
+const SHORT = 64;
 
 /**
- * A string's JSON text as `encodeRow` writes it (JSON.stringify's, lone
- * surrogates as U+FFFD). A string with nothing to escape is only quoted:
- * looking for an escape costs less than JSON.stringify's pass over a long text.
+ * JSON.stringify's text of a string. A short one (an id, a name, a model)
+ * with nothing to escape is only quoted, sparing the call; a long text goes
+ * to JSON.stringify, whose one pass is as quick as looking for an escape.
  */
 function jsonText(s: string): string {
-  return NEEDS_ESCAPE.test(s) ? withoutLoneSurrogates(JSON.stringify(s)) : `"${s}"`;
+  return s.length <= SHORT && !NEEDS_ESCAPE.test(s) ? `"${s}"` : JSON.stringify(s);
 }
 
 const str = (s: string | undefined): string => (s === undefined ? '""' : jsonText(s));
 const num = (n: number | undefined): string => (n === undefined ? 'null' : String(n));
 const count = (n: number | undefined): string => (n === undefined ? '0' : String(n));
-// Numbers only: no text to escape.
-const list = (a: readonly number[] | undefined): string => (a === undefined ? '[]' : JSON.stringify(a));
+const list = (a: readonly (string | number)[] | undefined): string => (a === undefined ? '[]' : JSON.stringify(a));
 // Most spans report no tier or region.
 const billingText = (s: string): string => (s === '' ? '""' : jsonText(s));
-const keysOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : withoutLoneSurrogates(JSON.stringify(metaKeys(m))));
-const valuesOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : withoutLoneSurrogates(JSON.stringify(metaValues(m))));
+const keysOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaKeys(m)));
+const valuesOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaValues(m)));
 
 /**
  * The start of the canonical line of every span of `trace`: the trace's
@@ -334,14 +334,12 @@ export function encodeTraceHead(trace: Trace, ctx: RowContext): string {
  * The canonical line of one span, byte for byte what
  * `encodeRow(spanToRow(trace, span, ctx, costs))` writes (a test holds the
  * two equal), without the 66-key row object in between: on the request path
- * this is the largest cost after JSON.parse. `traceHead` is encodeTraceHead's:
- * each string is escaped where it is written (jsonText), so the line is not
- * scanned again as a whole.
+ * this is the largest cost after JSON.parse.
  */
 export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts): string {
   const u = span.usage;
   const rl = span.rateLimit;
-  return (
+  const line =
     `${traceHead},"span_id":${jsonText(span.spanId)},"parent_span_id":${str(span.parentSpanId)}` +
     `,"span_type":${jsonText(span.spanType)},"name":${jsonText(span.name)}` +
     `,"start_time":${span.startTime},"end_time":${span.endTime},"start_date":"${utcDay(span.startTime)}","duration_ms":${span.endTime - span.startTime}` +
@@ -369,8 +367,8 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
     `,"rate_limit_requests_limit":${num(rl?.requestsLimit)},"rate_limit_requests_remaining":${num(rl?.requestsRemaining)}` +
     `,"rate_limit_requests_reset_ms":${num(rl?.requestsResetMs)},"rate_limit_tokens_limit":${num(rl?.tokensLimit)}` +
     `,"rate_limit_tokens_remaining":${num(rl?.tokensRemaining)},"rate_limit_tokens_reset_ms":${num(rl?.tokensResetMs)}` +
-    `,"span_metadata_keys":${keysOf(span.metadata)},"span_metadata_values":${valuesOf(span.metadata)}}`
-  );
+    `,"span_metadata_keys":${keysOf(span.metadata)},"span_metadata_values":${valuesOf(span.metadata)}}`;
+  return withoutLoneSurrogates(line);
 }
 
 // An escape \ud800-\udfff not itself preceded by an escaped backslash.
