@@ -291,26 +291,12 @@ function withoutLoneSurrogates(line: string): string {
   return line.includes('\\ud') || line.includes('\\uD') ? line.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : line;
 }
 
-// What JSON.stringify may escape in a string: any code unit but space, '!', '#'-'[', ']'-U+D7FF and U+E000-U+FFFF,
-// i.e. control characters, '"', '\\' and surrogates (paired ones too, for simplicity).
-const NEEDS_ESCAPE = /[^ !#-[\]-\ud7ff\ue000-\uffff]/;
-const SHORT = 64;
-
-/**
- * JSON.stringify's text of a string. A short one (an id, a name, a model)
- * with nothing to escape is only quoted, sparing the call; a long text goes
- * to JSON.stringify, whose one pass is as quick as looking for an escape.
- */
-function jsonText(s: string): string {
-  return s.length <= SHORT && !NEEDS_ESCAPE.test(s) ? `"${s}"` : JSON.stringify(s);
-}
-
-const str = (s: string | undefined): string => (s === undefined ? '""' : jsonText(s));
+const str = (s: string | undefined): string => (s === undefined ? '""' : JSON.stringify(s));
 const num = (n: number | undefined): string => (n === undefined ? 'null' : String(n));
 const count = (n: number | undefined): string => (n === undefined ? '0' : String(n));
 const list = (a: readonly (string | number)[] | undefined): string => (a === undefined ? '[]' : JSON.stringify(a));
 // Most spans report no tier or region.
-const billingText = (s: string): string => (s === '' ? '""' : jsonText(s));
+const billingText = (s: string): string => (s === '' ? '""' : JSON.stringify(s));
 const keysOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaKeys(m)));
 const valuesOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaValues(m)));
 
@@ -322,8 +308,8 @@ const valuesOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : 
 export function encodeTraceHead(trace: Trace, ctx: RowContext): string {
   const c = trace.customer;
   return (
-    `{"org_id":${jsonText(ctx.orgId)},"key_prefix":${jsonText(ctx.keyPrefix)},"received_at":${ctx.receivedAt}` +
-    `,"trace_id":${jsonText(trace.traceId)},"trace_name":${str(trace.traceName)},"agent_name":${str(trace.agentName)}` +
+    `{"org_id":${JSON.stringify(ctx.orgId)},"key_prefix":${JSON.stringify(ctx.keyPrefix)},"received_at":${ctx.receivedAt}` +
+    `,"trace_id":${JSON.stringify(trace.traceId)},"trace_name":${str(trace.traceName)},"agent_name":${str(trace.agentName)}` +
     `,"workflow_name":${str(trace.workflowName)},"workflow_run_id":${str(trace.workflowRunId)},"session_id":${str(trace.sessionId)}` +
     `,"customer_id":${str(c?.id)},"customer_name":${str(c?.name)},"customer_image_url":${str(c?.imageUrl)}` +
     `,"trace_metadata_keys":${keysOf(trace.metadata)},"trace_metadata_values":${valuesOf(trace.metadata)}`
@@ -340,10 +326,10 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
   const u = span.usage;
   const rl = span.rateLimit;
   const line =
-    `${traceHead},"span_id":${jsonText(span.spanId)},"parent_span_id":${str(span.parentSpanId)}` +
-    `,"span_type":${jsonText(span.spanType)},"name":${jsonText(span.name)}` +
+    `${traceHead},"span_id":${JSON.stringify(span.spanId)},"parent_span_id":${str(span.parentSpanId)}` +
+    `,"span_type":${JSON.stringify(span.spanType)},"name":${JSON.stringify(span.name)}` +
     `,"start_time":${span.startTime},"end_time":${span.endTime},"start_date":"${utcDay(span.startTime)}","duration_ms":${span.endTime - span.startTime}` +
-    `,"status":${span.status === undefined ? '"ok"' : jsonText(span.status)},"error_message":${str(span.errorMessage)}` +
+    `,"status":${span.status === undefined ? '"ok"' : JSON.stringify(span.status)},"error_message":${str(span.errorMessage)}` +
     `,"provider":${str(span.provider)},"model_id":${str(span.modelId)}` +
     `,"service_tier":${billingText(serviceTierOf(span))},"region":${billingText(regionOf(span))}` +
     `,"input_tokens":${count(u?.inputTokens)},"output_tokens":${count(u?.outputTokens)},"total_tokens":${totalTokens(u)}` +
@@ -358,7 +344,7 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
     `,"image_cost":"${costs.image_cost}","web_search_cost":"${costs.web_search_cost}","request_cost":"${costs.request_cost}"` +
     `,"cache_write_1h_input_cost":"${costs.cache_write_1h_input_cost}","audio_input_cost":"${costs.audio_input_cost}"` +
     `,"cached_audio_input_cost":"${costs.cached_audio_input_cost}","audio_output_cost":"${costs.audio_output_cost}"` +
-    `,"total_cost":"${costs.total_cost}","priced":${costs.priced},"price_source":${jsonText(costs.price_source)}` +
+    `,"total_cost":"${costs.total_cost}","priced":${costs.priced},"price_source":${JSON.stringify(costs.price_source)}` +
     `,"ttft_ms":${num(span.ttftMs)},"chunk_offsets":${list(span.chunkOffsets)},"chunk_tokens":${list(span.chunkTokens)}` +
     `,"reasoning_offsets":${list(span.reasoningOffsets)},"reasoning_chunk_tokens":${list(span.reasoningChunkTokens)}` +
     `,"reasoning_duration_ms":${num(span.reasoningDurationMs)},"input":${str(span.input)},"output":${str(span.output)}` +
