@@ -11,9 +11,9 @@ import type { Span, Trace, Usage } from './schema.js';
 /**
  * The request path's output pinned byte for byte: generated batches (the
  * benchmark's shapes, and spans that reach every pricing and escaping rule)
- * priced and encoded, their lines and costs hashed. The digests are of what
- * the encoder and the price engine wrote before their fast paths were added,
- * so a fast path that changes one byte of one line fails here.
+ * priced and encoded, their lines and costs hashed. A change made for speed
+ * must leave the digests as they are; only a deliberate change of the output
+ * or of the shipped prices updates them.
  */
 
 const DAY = 1767225600000;
@@ -232,7 +232,7 @@ describe('the lines and costs of the request path', () => {
     ['small', benchTraces(1, 10, 10, 340), { lines: '4ec6bb56b1eb54be7df2486f282f3818', costs: '814255e1684c3d9051eb94e7c46d88c8' }],
     ['large', benchTraces(2, 4, 50, 2000), { lines: 'ee5dd8d45fe0c69596991392f008ca71', costs: 'c3fa58460195c3eb37b94e2202a9bbe5' }],
     ['edge', edgeTraces(3, 120), { lines: '828130d9800953bcb1c6a89ac9603978', costs: 'cab2493dc549f96cb9fd1538bab011aa' }],
-  ])('are byte for byte those of %s batches before the fast paths', (_name, traces, expected) => {
+  ])('are byte for byte the pinned ones on %s batches', (_name, traces, expected) => {
     expect(digests(engine, traces)).toEqual(expected);
   });
 });
