@@ -128,7 +128,7 @@ describe('encodeSpanLine', () => {
           name: `n${unit(c + 1)}`,
           provider: `${unit(c + 2)}p`,
           modelId: `m${unit(c + 3)}m`,
-          status: unit(c + 4),
+          parentSpanId: unit(c + 4),
           startTime: 0,
           endTime: 1,
           input: units,
