@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { costEach, costPerMillion, divRoundHalfEven, formatDecimal, parseDecimal, sumDecimals } from './decimal.js';
 
@@ -50,5 +51,46 @@ describe('decimal money', () => {
     }
     expect(sumDecimals(values)).toBe('0.1');
     expect(float).not.toBe(0.1);
+  });
+
+  it('formats any amount as the division by 10^18 writes it', () => {
+    // The plain form: integer part and remainder by BigInt division, the remainder's trailing zeros cut.
+    const reference = (v: bigint): string => {
+      if (v === 0n) return '0';
+      const abs = v < 0n ? -v : v;
+      const sign = v < 0n ? '-' : '';
+      const rest = abs % 10n ** 18n;
+      const int = (abs / 10n ** 18n).toString();
+      return rest === 0n ? sign + int : `${sign}${int}.${rest.toString().padStart(18, '0').replace(/0+$/, '')}`;
+    };
+    const amounts = fc.oneof(
+      fc.bigInt({ min: -(10n ** 40n), max: 10n ** 40n }),
+      fc.bigInt({ min: -(10n ** 19n), max: 10n ** 19n }),
+      fc.tuple(fc.bigInt({ min: -999n, max: 999n }), fc.nat({ max: 40 })).map(([m, e]) => m * 10n ** BigInt(e)),
+    );
+    fc.assert(
+      fc.property(amounts, (v) => formatDecimal(v) === reference(v)),
+      { numRuns: 5000, seed: 20261126 },
+    );
+    for (const v of [1n, -1n, 10n ** 17n, 10n ** 18n, -(10n ** 18n), 10n ** 18n + 1n, 999999999999999999n, 10n ** 36n])
+      expect(formatDecimal(v)).toBe(reference(v));
+  });
+
+  it('divides half to even whether or not the division is exact', () => {
+    // The plain form: the quotient rounded by comparing twice the remainder with the divisor.
+    const reference = (a: bigint, b: bigint): bigint => {
+      const n = a < 0n ? -a : a;
+      const q = n / b;
+      const twice = (n % b) * 2n;
+      const up = twice > b || (twice === b && q % 2n === 1n);
+      return (a < 0n ? -1n : 1n) * (up ? q + 1n : q);
+    };
+    const divisors = fc.oneof(fc.constantFrom(1n, 2n, 1_000_000n, 1000n), fc.bigInt({ min: 1n, max: 10n ** 20n }));
+    const exact = fc.tuple(fc.bigInt({ min: -(10n ** 30n), max: 10n ** 30n }), divisors).map(([q, b]) => [q * b, b] as const);
+    const any = fc.tuple(fc.bigInt({ min: -(10n ** 30n), max: 10n ** 30n }), divisors);
+    fc.assert(
+      fc.property(fc.oneof(exact, any), ([a, b]) => divRoundHalfEven(a, b) === reference(a, b)),
+      { numRuns: 5000, seed: 20261126 },
+    );
   });
 });

@@ -4,7 +4,6 @@
  */
 
 export const SCALE_DIGITS = 18;
-const SCALE = 10n ** 18n;
 const DECIMAL = /^([+-])?(\d+)?(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
 
 /**
@@ -37,15 +36,14 @@ export function formatDecimal(v: bigint): string {
   // Most cost dimensions of most spans are zero.
   if (v === 0n) return '0';
   const neg = v < 0n;
-  const abs = neg ? -v : v;
-  const int = abs / SCALE;
-  const rest = abs % SCALE;
-  if (rest === 0n) return (neg ? '-' : '') + int.toString();
-  let frac = rest.toString().padStart(SCALE_DIGITS, '0');
-  let end = frac.length;
-  while (frac.charCodeAt(end - 1) === 48) end--;
-  frac = frac.slice(0, end);
-  return (neg ? '-' : '') + int.toString() + '.' + frac;
+  // One conversion to digits, cut at the point, instead of a BigInt division and remainder.
+  const digits = (neg ? -v : v).toString();
+  const point = digits.length - SCALE_DIGITS;
+  let end = digits.length;
+  while (end > point && digits.charCodeAt(end - 1) === 48) end--;
+  const int = point > 0 ? digits.slice(0, point) : '0';
+  const text = end === point ? int : point >= 0 ? `${int}.${digits.slice(point, end)}` : `0.${'0'.repeat(-point)}${digits.slice(0, end)}`;
+  return neg ? `-${text}` : text;
 }
 
 /** a / b rounded half to even (b > 0). */
@@ -54,6 +52,8 @@ export function divRoundHalfEven(a: bigint, b: bigint): bigint {
   const n = neg ? -a : a;
   let q = n / b;
   const r = n % b;
+  // Prices have few decimals: most divisions are exact.
+  if (r === 0n) return neg ? -q : q;
   const twice = r * 2n;
   if (twice > b || (twice === b && q % 2n === 1n)) q += 1n;
   return neg ? -q : q;
@@ -67,7 +67,8 @@ export function costPerMillion(count: number, perMillion: bigint): bigint {
 
 /** Cost of `count` units at a price per unit (scaled). */
 export function costEach(count: number, each: bigint): bigint {
-  return BigInt(count) * each;
+  // Most spans count no images, searches or requests.
+  return count === 0 ? 0n : BigInt(count) * each;
 }
 
 /** Exact sum of decimal strings. */

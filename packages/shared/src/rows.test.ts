@@ -112,6 +112,33 @@ describe('encodeSpanLine', () => {
     );
   });
 
+  it('escapes every code unit as JSON.stringify does, in short fields and long texts alike', () => {
+    const ctx = { orgId: 'o', keyPrefix: 'k', receivedAt: 1 };
+    const unit = (c: number) => String.fromCharCode(c % 0x10000);
+    for (let block = 0; block < 0x10000; block += 0x100) {
+      // Each code unit apart ('x' between them), so no two surrogates pair up.
+      let units = '';
+      for (let c = block; c < block + 0x100; c++) units += `x${unit(c)}`;
+      const t: Trace = { traceId: units, spans: [] };
+      const head = encodeTraceHead(t, ctx);
+      for (let c = block; c < block + 0x100; c += 5) {
+        const s: Span = {
+          spanId: unit(c),
+          spanType: 'llm',
+          name: `n${unit(c + 1)}`,
+          provider: `${unit(c + 2)}p`,
+          modelId: `m${unit(c + 3)}m`,
+          parentSpanId: unit(c + 4),
+          startTime: 0,
+          endTime: 1,
+          input: units,
+          output: `${'plain words '.repeat(20)}${unit(c)}`,
+        };
+        expect(encodeSpanLine(head, s, UNPRICED)).toBe(encodeRow(spanToRow(t, s, ctx, UNPRICED)));
+      }
+    }
+  });
+
   it('writes a lone surrogate as U+FFFD, in trace and span fields alike', () => {
     const t: Trace = { traceId: 't\ud800', traceName: 'x', spans: [{ spanId: 's', spanType: 'llm', name: '\udc00', startTime: 0, endTime: 1 }] };
     const line = encodeSpanLine(encodeTraceHead(t, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 }), t.spans[0] as Span, UNPRICED);
