@@ -239,8 +239,7 @@ function withoutTexts(span: Span): Span {
 
 /**
  * The lines as UTF-8, each ending in a newline, written straight into one
- * buffer of the exact size: joining them first and encoding the joined text
- * cost 2.5 times as much on 2 KB texts.
+ * buffer of the exact size: joining them first would copy every text once more.
  */
 export function toNdjson(lines: readonly string[]): Buffer {
   let size = lines.length;

@@ -175,6 +175,39 @@ describe('PriceEngine overrides', () => {
   });
 });
 
+describe('PriceEngine override start inside a 30-minute bucket', () => {
+  const start = Date.UTC(2026, 5, 10, 12, 10);
+  const override: PriceOverride = {
+    id: 'mid',
+    orgId: 'org-a',
+    provider: '',
+    model: 'gpt-4o',
+    validFrom: start,
+    inputPerMtok: '1',
+    outputPerMtok: '2',
+    cachedInputPerMtok: null,
+    cacheWriteInputPerMtok: null,
+    reasoningPerMtok: null,
+    imageEach: null,
+    webSearchEach: null,
+    requestEach: null,
+  };
+  const at = (t: number) => span({ modelId: 'gpt-4o', usage: { inputTokens: M, outputTokens: M }, startTime: t, endTime: t + 1000 });
+
+  it('prices each span by whether the override was in force at its start, whichever is priced first', async () => {
+    for (const order of [
+      [start - 5 * 60_000, start + 5 * 60_000, start],
+      [start + 5 * 60_000, start, start - 5 * 60_000],
+    ]) {
+      const engine = await PriceEngine.create({ overrides: [override] });
+      const sources = new Map(order.map((t) => [t, engine.price(at(t), 'org-a').price_source]));
+      expect(sources.get(start - 5 * 60_000)).toMatch(/^catalog:/);
+      expect(sources.get(start)).toBe('override:mid');
+      expect(sources.get(start + 5 * 60_000)).toBe('override:mid');
+    }
+  });
+});
+
 describe('PRICE_CATALOG_FILE', () => {
   it('loads a catalog in the library format with no network', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-cat-'));

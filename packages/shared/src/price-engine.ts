@@ -200,6 +200,8 @@ export interface PriceEngineOptions {
 
 export class PriceEngine {
   private overrides: PriceOverride[] = [];
+  /** The overrides' start times that fall inside a 30-minute bucket, ascending. */
+  private starts: number[] = [];
   private readonly cache = new Map<string, ResolvedPrice | null>();
   private readonly cacheSize: number;
   private catalog: Catalog;
@@ -269,7 +271,23 @@ export class PriceEngine {
 
   setOverrides(list: PriceOverride[]): void {
     this.overrides = [...list].sort((a, b) => b.validFrom - a.validFrom);
+    this.starts = [...new Set(list.map((o) => o.validFrom).filter((t) => t % BUCKET_MS !== 0))].sort((a, b) => a - b);
     this.cache.clear();
+  }
+
+  /**
+   * Which part of its 30-minute bucket `atMs` lies in, between the starts of
+   * overrides within that bucket (0 when none starts inside it): spans on
+   * either side of an override's start resolve, and are cached, apart.
+   */
+  private phase(atMs: number, bucket: number): number {
+    const [lo, hi] = [bucket * BUCKET_MS, (bucket + 1) * BUCKET_MS];
+    let phase = 0;
+    for (const t of this.starts) {
+      if (t >= hi || t > atMs) break;
+      if (t > lo) phase++;
+    }
+    return phase;
   }
 
   /** The prices that apply to a span of this org, provider and model at `atMs`, or null. */
@@ -277,7 +295,7 @@ export class PriceEngine {
     let p = normalizeProvider(provider);
     if (p === '' && looksLikeBedrock(model)) p = 'aws';
     const bucket = Math.floor(atMs / BUCKET_MS);
-    const key = orgId + '\u0000' + p + '\u0000' + model + '\u0000' + bucket;
+    const key = orgId + '\u0000' + p + '\u0000' + model + '\u0000' + bucket + (this.starts.length === 0 ? '' : '\u0000' + this.phase(atMs, bucket));
     const hit = this.cache.get(key);
     if (hit !== undefined) return hit;
     const resolved = this.override(orgId, p, model, atMs) ?? this.override('', p, model, atMs) ?? this.fromCatalog(p, model, bucket * BUCKET_MS);
