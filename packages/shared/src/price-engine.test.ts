@@ -124,20 +124,22 @@ describe('PriceEngine with the catalog', () => {
   });
 });
 
+/** An override of gpt-4o's input and output prices, in force always. */
+const base: Omit<PriceOverride, 'id' | 'orgId'> = {
+  provider: '',
+  model: 'gpt-4o',
+  validFrom: 0,
+  inputPerMtok: '1',
+  outputPerMtok: '2',
+  cachedInputPerMtok: null,
+  cacheWriteInputPerMtok: null,
+  reasoningPerMtok: null,
+  imageEach: null,
+  webSearchEach: null,
+  requestEach: null,
+};
+
 describe('PriceEngine overrides', () => {
-  const base: Omit<PriceOverride, 'id' | 'orgId'> = {
-    provider: '',
-    model: 'gpt-4o',
-    validFrom: 0,
-    inputPerMtok: '1',
-    outputPerMtok: '2',
-    cachedInputPerMtok: null,
-    cacheWriteInputPerMtok: null,
-    reasoningPerMtok: null,
-    imageEach: null,
-    webSearchEach: null,
-    requestEach: null,
-  };
   const usage = { inputTokens: M, outputTokens: M, cachedInputTokens: M };
 
   it('org override > global override > catalog, and falls back visibly', async () => {
@@ -177,21 +179,7 @@ describe('PriceEngine overrides', () => {
 
 describe('PriceEngine override start inside a 30-minute bucket', () => {
   const start = Date.UTC(2026, 5, 10, 12, 10);
-  const override: PriceOverride = {
-    id: 'mid',
-    orgId: 'org-a',
-    provider: '',
-    model: 'gpt-4o',
-    validFrom: start,
-    inputPerMtok: '1',
-    outputPerMtok: '2',
-    cachedInputPerMtok: null,
-    cacheWriteInputPerMtok: null,
-    reasoningPerMtok: null,
-    imageEach: null,
-    webSearchEach: null,
-    requestEach: null,
-  };
+  const override: PriceOverride = { ...base, id: 'mid', orgId: 'org-a', validFrom: start };
   const at = (t: number) => span({ modelId: 'gpt-4o', usage: { inputTokens: M, outputTokens: M }, startTime: t, endTime: t + 1000 });
 
   it('prices each span by whether the override was in force at its start, whichever is priced first', async () => {
