@@ -235,11 +235,9 @@ describe("export of an org's spans (DuckDB, through the running server)", () => 
       });
       return Number(/peak (\d+)/.exec(stderr)?.[1]);
     };
-    // The lower of two runs: when V8 collects moves a process's peak by tens of MB, always upwards.
     const peak = async (org: string) => {
       const file = path.join(out, `${org}.parquet`);
-      const args = ['export', '--org', org, '--from', '2026-10-01', '--to', '2026-10-31', '--format', 'parquet', '--out', file];
-      const kb = Math.min(await peakKb(args), await peakKb(args));
+      const kb = await peakKb(['export', '--org', org, '--from', '2026-10-01', '--to', '2026-10-31', '--format', 'parquet', '--out', file]);
       return { kb, rows: (await readParquet(file)).n };
     };
     // The CLI's own start-up peak is the floor: Node's module loader alone peaks near it before its first collection.
@@ -247,8 +245,9 @@ describe("export of an org's spans (DuckDB, through the running server)", () => 
     const a = await peak('small');
     const b = await peak('large');
     expect([a.rows, b.rows]).toEqual([20_000, 200_000]);
-    // 10x the rows (300 MB of text): the same memory within 64 MB, and a bounded sum above start-up.
-    expect(b.kb - a.kb, `peaks (KB): start-up ${idle}, 20k ${a.kb}, 200k ${b.kb}`).toBeLessThan(64 * 1024);
+    // 10x the rows (300 MB of text): more memory only within the export's DuckDB memory limit (160 MB), which the
+    // 20k export does not fill and the 200k one may, far under the text it wrote; and a bounded sum above start-up.
+    expect(b.kb - a.kb, `peaks (KB): start-up ${idle}, 20k ${a.kb}, 200k ${b.kb}`).toBeLessThan(160 * 1024);
     expect(b.kb - idle, `peaks (KB): start-up ${idle}, 20k ${a.kb}, 200k ${b.kb}`).toBeLessThan(256 * 1024);
   }, 480_000);
 
