@@ -98,6 +98,48 @@ export function traffic(seed: number): Batch[] {
   return batches;
 }
 
+/**
+ * Batches that only add spans to traces and sessions (every request carries
+ * its trace's customer and session, so nothing moves): traces that go on
+ * over many batches, new ones in each, a few on the days around the busiest
+ * (a trace seen on two days), unpriced spans (ties at no cost).
+ */
+export function addingTraffic(seed: number, batches = 24): Batch[] {
+  const rand = rng(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+  const price = pricer(firstPrices);
+  const busiest = Date.parse('2026-10-05T00:00:00Z');
+  const out: Batch[] = [];
+  for (let b = 0; b < batches; b++) {
+    const rows: SpanRow[] = [];
+    for (let i = 0; i < 4 + Math.floor(rand() * 8); i++) {
+      // Half the spans go to traces already under way, the rest to traces new in this batch.
+      const t = rand() < 0.5 ? Math.floor(rand() * (3 + b * 3)) : 3 + b * 3 + i;
+      const dayOffset = t % 11 === 0 ? pick([-3, -1, 2]) : 0;
+      const start = busiest + dayOffset * DAY + Math.floor(rand() * DAY);
+      const trace = makeTrace({
+        traceId: `add-${t}`,
+        traceName: 'assist',
+        customer: { id: `cust-${t % 4}`, name: `Customer ${t % 4}` },
+        sessionId: `add-sess-${t % 9}`,
+        spans: [
+          makeSpan({
+            spanId: `add-${t}-${b}-${i}`,
+            startTime: start,
+            endTime: start + 700,
+            provider: 'openai',
+            modelId: pick(['gpt-4o', 'claude-sonnet-4', 'mystery-model']),
+            usage: { inputTokens: 1 + Math.floor(rand() * 3000), outputTokens: Math.floor(rand() * 600) },
+          }),
+        ],
+      });
+      rows.push(...payloadToRows(makePayload({ traces: [trace] }), { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt: T0 + b * 1000 }, (s) => price(s)));
+    }
+    out.push({ rows });
+  }
+  return out;
+}
+
 export const buf = (rows: readonly SpanRow[]) => Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
 
 /** The same store read without its rollups: every report from the spans themselves. */

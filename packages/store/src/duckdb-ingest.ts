@@ -87,7 +87,7 @@ export class DuckDbIngest {
         `DELETE FROM ti_batch USING spans s WHERE s.start_time BETWEEN ${range.lo} AND ${range.hi} ` +
           'AND s.org_id = ti_batch.org_id AND s.trace_id = ti_batch.trace_id AND s.span_id = ti_batch.span_id',
       );
-      await this.addBatch(range);
+      await this.addBatch(range, 'new');
     });
     // A batch's temp tables would otherwise stay in memory until the next one replaces them, beside it.
     await this.file.run('DROP TABLE IF EXISTS ti_batch');
@@ -109,7 +109,7 @@ export class DuckDbIngest {
         'WHERE b.org_id = spans.org_id AND b.trace_id = spans.trace_id AND b.span_id = spans.span_id)';
       await this.folding.takeBack(stored);
       await this.file.run(`DELETE FROM spans WHERE ${stored}`);
-      await this.addBatch(range);
+      await this.addBatch(range, 'replacing');
     });
     await this.file.confirmFile();
     await this.folding.compactIfDue();
@@ -196,8 +196,9 @@ export class DuckDbIngest {
    * Adds the new spans in ti_batch: their traces' fields resolved with what
    * is known of those traces (TRACE_FIELDS' rule), earlier spans of a trace
    * whose fields changed moved along (rollups included), then the rows.
+   * New spans only add to their groups' costs; replacing ones may lower them.
    */
-  private async addBatch(range: BatchRange): Promise<void> {
+  private async addBatch(range: BatchRange, spans: 'new' | 'replacing'): Promise<void> {
     const d = DUCKDB_ROLLUP;
     const days = `start_date BETWEEN DATE '${range.dayLo}' - ${TRACE_WINDOW_DAYS} AND DATE '${range.dayHi}' + ${TRACE_WINDOW_DAYS}`;
     const cands = TRACE_FIELDS.map((f) => f.candidate);
@@ -251,7 +252,8 @@ export class DuckDbIngest {
     for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     // The days of the batch's spans, not every day between its first and last: start times are the client's and can be centuries apart.
     this.folding.touch(await this.file.days('ti_batch'));
-    await this.topLists.unmark('ti_batch', range.dayLo, range.dayHi);
+    if (spans === 'new') await this.topLists.touch('ti_batch', range.dayLo, range.dayHi);
+    else await this.topLists.unmark('ti_batch', range.dayLo, range.dayHi);
   }
 
   /**

@@ -56,7 +56,7 @@ export class DuckDbLifecycle {
           file.transaction(async () => {
             // The daily rollups, sessions_daily among them, keep their rows; the traces and their list go.
             const old = `org_id = ${org} AND start_date < ${dateLiteral(dayOf(before))}`;
-            for (const t of ['traces', TOP_LISTS.trace.table, TOP_LISTS.trace.marks]) await file.run(`DELETE FROM ${t} WHERE ${old}`);
+            for (const t of ['traces', TOP_LISTS.trace.table, TOP_LISTS.trace.marks, TOP_LISTS.trace.touches]) await file.run(`DELETE FROM ${t} WHERE ${old}`);
           }),
         );
     }
@@ -153,7 +153,7 @@ export class DuckDbLifecycle {
         const changed = `org_id = ${org} AND start_date IN (SELECT start_date FROM ti_erase_days)`;
         await file.run(`DELETE FROM ${TOP_LISTS.trace.table} WHERE ${traceRows} OR (${changed})`);
         await file.run(`DELETE FROM ${TOP_LISTS.session.table} WHERE ${changed}`);
-        for (const l of Object.values(TOP_LISTS)) await file.run(`DELETE FROM ${l.marks} WHERE ${changed}`);
+        for (const l of Object.values(TOP_LISTS)) for (const t of [l.marks, l.touches]) await file.run(`DELETE FROM ${t} WHERE ${changed}`);
         await file.run('DROP TABLE ti_erase_days');
       });
       this.folding.touch(days);

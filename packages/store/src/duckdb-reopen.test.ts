@@ -41,7 +41,7 @@ describe('a DuckDB file written by one store and opened by another', { timeout: 
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('unmarks the top lists of a day the first store marked when the second inserts into it', async () => {
+  it('notes the groups a second store adds to on a day the first store marked, and ranks them as a scan does', async () => {
     const first = await open();
     const batches = traffic(7);
     for (const b of batches) await first.insertLines(buf(b.rows), b.rows.length);
@@ -62,7 +62,14 @@ describe('a DuckDB file written by one store and opened by another', { timeout: 
     // A costly span of a new trace in a known session, on the marked day: it now ranks first by trace and by session.
     const costly = { ...row, trace_id: 'late-trace', span_id: 'late-span', parent_span_id: '', total_cost: '25', output_cost: '25' };
     await second.insertLines(buf([costly]), 1);
-    expect(await marks(second)).toEqual([{ trace: 0, session: 0 }]);
+    // The marks stay: the new span only adds to its trace and session, noted as touches of that day.
+    expect(await marks(second)).toEqual([{ trace: 1, session: 1 }]);
+    const touches = await second.query(
+      'SELECT (SELECT list(trace_id) FROM trace_top_touches WHERE start_date = ?::DATE) AS trace, ' +
+        '(SELECT list(session_id) FROM session_top_touches WHERE start_date = ?::DATE) AS session',
+      [day, day],
+    );
+    expect(touches).toEqual([{ trace: ['late-trace'], session: [row.session_id] }]);
     const byTrace = await usageReport(second, { ...range, by: 'trace', limit: 1 });
     expect(byTrace[0]?.group).toBe('late-trace');
     const bySession = await usageReport(second, { ...range, by: 'session', limit: 1 });

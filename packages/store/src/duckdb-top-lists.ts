@@ -15,8 +15,12 @@
  *
  * A marks table holds the days whose list is current, with how many groups
  * each has (a range's trace count without grouping its traces). A write that
- * changes a day's rows removes that day's mark in its own transaction; a
- * read rebuilds the unmarked days of its range first.
+ * may lower a day's costs (a reprice, a replacement, an erasure, a trace
+ * that moves) removes that day's mark in its own transaction; a read
+ * rebuilds the unmarked days of its range first. A write that only adds
+ * spans notes the groups it added to (the touches) instead: costs only
+ * grow, so the day's new first N lie among its listed groups and the
+ * touched ones, and a read brings the list up to date from those alone.
  */
 import { daysBetween } from '@trace-ingest/shared/dates';
 import { MEASURES } from '@trace-ingest/shared/rollups';
@@ -63,6 +67,7 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
       `JOIN ti_top_kept k ON k.start_date = d.start_date AND k.${g} = d.${g}`,
     `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_top_near`,
     `DELETE FROM ${list.marks} WHERE ${ofOrg} AND ${inDays}`,
+    `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${inDays}`,
     `INSERT INTO ${list.marks} SELECT ${org}, v.d, coalesce(c.n, 0) FROM (VALUES ${days.map((d) => `(${dateLiteral(d)})`).join(', ')}) v(d) ` +
       'LEFT JOIN (SELECT start_date, count(*) AS n FROM ti_top_day GROUP BY start_date) c ON c.start_date = v.d',
     'DROP TABLE ti_top_day',
@@ -72,9 +77,64 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
   ];
 }
 
-/** Removes the marks of `orgs`' days from `lo` to `hi` (SQL date expressions) in every list: their rows changed. */
+/**
+ * The statements, run in one transaction, that bring the list of `day` (a
+ * marked day with touches) of one org up to date. Costs only grew since the
+ * mark, so a group that was neither listed nor touched still ranks below the
+ * listed groups that ranked above it: the day's first N, and every rank up to
+ * N, are those among the listed and touched groups, whose rows of the day
+ * are read alone. A touched group not known to span days yet is looked up on
+ * the days around (as a rebuild would), and one seen there joins the
+ * multi-day rows. A touched group is new to the day when every span it has
+ * there came after the mark, which updates the day's group count.
+ */
+export function advanceTopListSql(list: TopList, org: string, day: string, perDay: number): string[] {
+  const g = list.group;
+  const ofOrg = `org_id = ${org}`;
+  const onDay = `start_date = ${dateLiteral(day)}`;
+  const near = `start_date BETWEEN ${dateLiteral(day)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(day)} + ${TOP_LISTS_WINDOW_DAYS}`;
+  const n = Math.max(0, Math.trunc(perDay));
+  return [
+    `CREATE OR REPLACE TEMP TABLE ti_adv_touched AS SELECT ${g}, sum(spans) AS added FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
+    `CREATE OR REPLACE TEMP TABLE ti_adv_multi AS SELECT DISTINCT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay} AND multi`,
+    `CREATE OR REPLACE TEMP TABLE ti_adv_day AS ${dayRowsSql(
+      list,
+      `${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched UNION SELECT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay})`,
+    )}`,
+    `CREATE OR REPLACE TEMP TABLE ti_adv_near AS ${dayRowsSql(
+      list,
+      `${ofOrg} AND ${near} AND NOT ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched) AND ${g} NOT IN (SELECT ${g} FROM ti_adv_multi)`,
+    )}`,
+    `INSERT INTO ti_adv_multi SELECT DISTINCT ${g} FROM ti_adv_near`,
+    `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${onDay} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_adv_near)))`,
+    `INSERT INTO ${list.table} SELECT *, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank, ${g} IN (SELECT ${g} FROM ti_adv_multi) AS multi ` +
+      `FROM ti_adv_day QUALIFY day_rank <= ${n} OR multi`,
+    `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_adv_near`,
+    `UPDATE ${list.marks} SET group_count = group_count + ` +
+      `(SELECT count(*) FROM ti_adv_day d JOIN ti_adv_touched t ON t.${g} = d.${g} WHERE d.spans = t.added) WHERE ${ofOrg} AND ${onDay}`,
+    `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${onDay}`,
+    'DROP TABLE ti_adv_touched',
+    'DROP TABLE ti_adv_multi',
+    'DROP TABLE ti_adv_day',
+    'DROP TABLE ti_adv_near',
+  ];
+}
+
+/** Removes the marks (and touches) of `orgs`' days from `lo` to `hi` (SQL date expressions) in every list: their rows changed. */
 export function unmarkSql(orgs: string, lo: string, hi: string): string[] {
-  return Object.values(TOP_LISTS).map((l) => `DELETE FROM ${l.marks} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`);
+  return Object.values(TOP_LISTS).flatMap((l) =>
+    [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`),
+  );
+}
+
+/** Notes, per list, the groups the rows of `source` add to on marked days from `lo` to `hi` (SQL date expressions), with the spans each adds. */
+export function touchSql(source: string, lo: string, hi: string): string[] {
+  return Object.values(TOP_LISTS).map(
+    (l) =>
+      `INSERT INTO ${l.touches} SELECT b.org_id, b.start_date, b.${l.group}, count(*) FROM ${source} b ` +
+      `WHERE b.start_date BETWEEN ${lo} AND ${hi} AND EXISTS (SELECT 1 FROM ${l.marks} m WHERE m.org_id = b.org_id AND m.start_date = b.start_date) ` +
+      `GROUP BY b.org_id, b.start_date, b.${l.group}`,
+  );
 }
 
 const rangeSql = (fromDay: string, toDay: string): string => `start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
@@ -92,7 +152,7 @@ export function groupCountSql(list: TopList, orgId: string, fromDay: string, toD
   return { sql: `(SELECT coalesce(sum(group_count), 0) FROM ${list.marks} WHERE org_id = ? AND ${rangeSql(fromDay, toDay)})`, params: [orgId] };
 }
 
-/** The DuckDB store's top lists: built by the read that finds days unmarked, unmarked by the writes that change those days. */
+/** The DuckDB store's top lists: brought up to date by the read that finds days unmarked or touched, by the writes that change those days. */
 export class DuckDbTopLists implements TopLists {
   /** Days that may hold a mark (any org, any list): a write whose days hold none has nothing to unmark. */
   private readonly markedDays = new Set<string>();
@@ -130,21 +190,32 @@ export class DuckDbTopLists implements TopLists {
    * was ever marked: an ingest nobody reads meanwhile pays nothing for it.
    */
   async unmark(source: string, lo: string, hi: string): Promise<void> {
-    // The marked days, not the range's: a batch can span centuries (start times are the client's).
-    let marked = false;
-    for (const day of this.markedDays)
-      if (day >= lo && day <= hi) {
-        marked = true;
-        break;
-      }
-    if (!marked) return;
+    if (!this.anyMarked(lo, hi)) return;
     for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi))) await this.file.run(sql);
   }
 
   /**
-   * Rebuilds the org's unmarked days of a top list from `fromDay` to `toDay`,
-   * a chunk of days per transaction (inserts go on between chunks). Days
-   * with no rows at all, outside the org's first and last day, are only marked.
+   * The rows of `source` (new spans, from `lo` to `hi`) only add to their
+   * groups: notes those groups on the marked days (in the write's
+   * transaction), which keeps the marks. Skipped as unmark is.
+   */
+  async touch(source: string, lo: string, hi: string): Promise<void> {
+    if (!this.anyMarked(lo, hi)) return;
+    for (const sql of touchSql(source, dateLiteral(lo), dateLiteral(hi))) await this.file.run(sql);
+  }
+
+  /** Whether any day from `lo` to `hi` may hold a mark: the marked days, not the range's (a batch can span centuries: start times are the client's). */
+  private anyMarked(lo: string, hi: string): boolean {
+    for (const day of this.markedDays) if (day >= lo && day <= hi) return true;
+    return false;
+  }
+
+  /**
+   * Brings the org's days of a top list from `fromDay` to `toDay` up to
+   * date: unmarked days rebuilt, a chunk of days per transaction, and marked
+   * days with touches advanced, a day per transaction (inserts go on
+   * between them). Days with no rows at all, outside the org's first and
+   * last day, are only marked.
    */
   private async refresh(name: TopListName, orgId: string, fromDay: string, toDay: string): Promise<void> {
     const list = TOP_LISTS[name];
@@ -155,12 +226,15 @@ export class DuckDbTopLists implements TopLists {
       return unmarkedDays(fromDay, toDay, new Set(marked.map((r) => String(r.d))));
     };
     // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
-    const current = await this.file.query(`SELECT count(*) AS n FROM ${list.marks} WHERE ${range}`);
-    if (daysBetween(fromDay, toDay) === Number(current[0]?.n ?? 0)) return;
+    const [current] = await this.file.query(
+      `SELECT (SELECT count(*) FROM ${list.marks} WHERE ${range}) AS marked, (SELECT count(*) FROM ${list.touches} WHERE ${range}) AS touched`,
+    );
+    if (daysBetween(fromDay, toDay) === Number(current?.marked ?? 0) && Number(current?.touched ?? 0) === 0) return;
     for (;;) {
       const done = await this.file.exclusive(async () => {
         await this.file.checkFile();
         let days = await missing();
+        if (days.length === 0) return this.advance(list, org, range);
         if (days.length > 2 * TOP_LISTS_CHUNK_DAYS) {
           const [b] = await this.file.rows(
             `SELECT CAST(min(start_date) AS VARCHAR) AS lo, CAST(max(start_date) AS VARCHAR) AS hi FROM ${list.source} WHERE ${range}`,
@@ -177,9 +251,21 @@ export class DuckDbTopLists implements TopLists {
         await this.file.transaction(async () => {
           for (const sql of rebuildTopListSql(list, org, chunk, this.perDay)) await this.file.run(sql);
         });
-        return days.length <= TOP_LISTS_CHUNK_DAYS;
+        return false;
       });
       if (done) return;
     }
+  }
+
+  /** Advances up to a chunk of the range's touched days (every one marked: a touch needs a mark, an unmark drops touches); true when none is left. */
+  private async advance(list: TopList, org: string, range: string): Promise<boolean> {
+    const touched = (await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} ORDER BY d`)).map((r) =>
+      String(r.d),
+    );
+    for (const day of touched.slice(0, TOP_LISTS_CHUNK_DAYS))
+      await this.file.transaction(async () => {
+        for (const sql of advanceTopListSql(list, org, day, this.perDay)) await this.file.run(sql);
+      });
+    return touched.length <= TOP_LISTS_CHUNK_DAYS;
   }
 }

@@ -2,9 +2,19 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { buf, expectListsRankAsScan, expectRollupsEqualScan, tieCuts, firstPrices, pricer, traffic } from '../../../test/rollup-traffic.js';
+import {
+  addingTraffic,
+  buf,
+  expectListsRankAsScan,
+  expectRollupsEqualScan,
+  tieCuts,
+  firstPrices,
+  pricer,
+  scanning,
+  traffic,
+} from '../../../test/rollup-traffic.js';
 import { DuckDbSpanStore } from './duckdb.js';
-import { reprice, usageReport } from './reports.js';
+import { countGroups, reprice, usageReport } from './reports.js';
 
 // Each check compares a hundred reports with a scan: slow when the machine is shared with the integration tests.
 describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => {
@@ -77,6 +87,46 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
         "(SELECT trace_id FROM spans WHERE parent_span_id = '' AND regexp_extract(trace_id, '\\d+')::INTEGER % 7 = 0)",
     );
     expect(none?.spans ?? 0).toBe(Number(expected[0]?.n));
+  });
+
+  it('keeps the lists of the days read current while new spans only add to them, ranking and counting as a scan does', async () => {
+    const day = (d: string) => Date.parse(`2026-10-${d}T00:00:00Z`);
+    const ranges = [
+      { orgId: 'org_a', from: day('01'), to: day('12') },
+      { orgId: 'org_a', from: day('05'), to: day('06') },
+    ];
+    const marked = async () => Number((await store.query('SELECT count(*)::INTEGER AS n FROM trace_top_days WHERE group_count > 0'))[0]?.n);
+    const expectAsScan = async (when: string) => {
+      const scan = scanning(store);
+      for (const range of ranges) {
+        for (const by of ['trace', 'session'] as const)
+          for (const limit of [1, 2, 3]) {
+            const f = { ...range, by, limit };
+            expect(await usageReport(store, f), `${when}: ${by} limit ${limit} ${JSON.stringify(range)}`).toEqual(await usageReport(scan, f));
+          }
+        const f = { ...range, by: 'trace' as const };
+        expect(await countGroups(store, f), `${when}: traces counted ${JSON.stringify(range)}`).toBe(await countGroups(scan, f));
+      }
+    };
+    const [first, ...rest] = addingTraffic(5);
+    await store.insertLines(buf(first!.rows), first!.rows.length);
+    await expectAsScan('first batch');
+    const days = await marked();
+    expect(days).toBeGreaterThan(0);
+    for (const [i, b] of rest.entries()) {
+      await store.insertLines(buf(b.rows), b.rows.length);
+      // The insert kept the marks and noted what it added to: the next read advances the lists, not rebuilds them.
+      expect(await marked(), `batch ${i}: marks kept`).toBeGreaterThanOrEqual(days);
+      const [t] = await store.query('SELECT count(*)::INTEGER AS n FROM trace_top_touches');
+      expect(Number(t?.n), `batch ${i}: touches noted`).toBeGreaterThan(0);
+      await expectAsScan(`batch ${i}`);
+      const [after] = await store.query('SELECT (SELECT count(*) FROM trace_top_touches)::INTEGER + (SELECT count(*) FROM session_top_touches)::INTEGER AS n');
+      expect(after?.n, `batch ${i}: touches taken in`).toBe(0);
+    }
+    // Lists of three a day: a few rows a day, never every trace.
+    const [lists] = await store.query('SELECT count(*)::INTEGER AS n FROM trace_tops');
+    const [all] = await store.query('SELECT count(DISTINCT (trace_id, start_date))::INTEGER AS n FROM traces');
+    expect(Number(lists?.n)).toBeLessThan(Number(all?.n));
   });
 
   it("ranks a range's traces from per-day lists, as a scan does, through late spans on another day, an erasure and retention", async () => {

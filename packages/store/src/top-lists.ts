@@ -11,19 +11,20 @@ import type { TopListName, TopLists } from './span-store.js';
 
 export type { TopListName };
 
-/** One list: the rollup it is cut from, the group it ranks, its table and its marks. */
+/** One list: the rollup it is cut from, the group it ranks, its table, its marks and (DuckDB) the groups written since a mark. */
 export interface TopList {
   source: string;
   group: string;
   table: string;
   marks: string;
+  touches: string;
   /** Columns of the source kept beside the measures (each the min of the day's rows): a trace's name and customer candidates. */
   extras: readonly string[];
 }
 
 export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
-  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days', extras: ['name_c', 'customer_c'] },
-  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days', extras: [] },
+  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days', touches: 'trace_top_touches', extras: ['name_c', 'customer_c'] },
+  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days', touches: 'session_top_touches', extras: [] },
 };
 
 /** How many groups a day's list keeps: rankings of up to this many groups read the lists. */
