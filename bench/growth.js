@@ -1,4 +1,4 @@
-// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep] [--busy-day [--load-seconds 15]] | --growth --reuse <dir>
+// npm run bench -- --growth [--rows 1000000,10000000] [--batch 5000] [--keep] [--busy-day [--load-seconds 15] [--load-rate <spans/s>]] | --growth --reuse <dir>
 // With CLICKHOUSE_URL set, the same against ClickHouse (one database per run, dropped afterwards).
 //
 // Does ingest and reporting stay flat as the store grows? Loads realistic rows (200 customers
@@ -19,7 +19,9 @@
 // --busy-day: every row starts today, before now (a busy install's shape), and the reads are made for
 // today, this month and the 90 days, each ending now (no reprice); then GET /v1/budget, and realistic
 // bodies (`large`, starting now) through POST /ingest on 4 connections for --load-seconds (15): spans/s
-// acknowledged and the share answered 503 (the write log full while the store catches up).
+// acknowledged and the share answered 503 (the write log full while the store catches up), with today's
+// console pages read once a second meanwhile (median and slowest of each). --load-rate holds the load at a
+// fixed rate of spans a second (an open loop) instead of as fast as 4 connections go: the rate it sustains.
 // Times are medians of 3. Nothing is asserted; the table goes to stdout and the figures to
 // bench/results/growth-<timestamp>.json.
 import { spawn } from 'node:child_process';
@@ -46,8 +48,9 @@ function options(argv) {
     else if (a === '--rows') o.rows = argv[++i].split(',').map(Number);
     else if (a === '--batch') o.batch = Number(argv[++i]);
     else if (a === '--load-seconds') o.loadSeconds = Number(argv[++i]);
+    else if (a === '--load-rate') o.loadRate = Number(argv[++i]);
     else if (a === '--reuse') o.reuse = argv[++i];
-    else throw new Error(`unknown argument "${a}" (growth: --rows a,b --batch n --keep, or --reuse <dir>)`);
+    else throw new Error(`unknown argument "${a}" (growth: --rows a,b --batch n --keep --busy-day --load-seconds n --load-rate n, or --reuse <dir>)`);
   }
   if (o.rows.some((n) => !(n > 0)) || !(o.batch > 0)) throw new Error('--rows and --batch take positive numbers');
   o.rows.sort((a, b) => a - b);
@@ -245,6 +248,25 @@ async function main() {
           return res.json();
         });
         // Realistic bodies (large: 2 KB texts) starting now, through POST /ingest, 4 connections: the share answered 503.
+        // Alongside, today's console pages read once a second, as a dashboard left open would.
+        let loading = true;
+        const underLoad = { overview: [], customers: [], models: [], traces: [] };
+        const todayQ = `org=bench&from=${new Date(today).toISOString().slice(0, 10)}&to=${new Date(today).toISOString().slice(0, 10)}`;
+        const reading = (async () => {
+          while (loading) {
+            const t0 = performance.now();
+            for (const page of Object.keys(underLoad)) {
+              const t = performance.now();
+              try {
+                await get(`${page}?${todayQ}`);
+                underLoad[page].push(performance.now() - t);
+              } catch (e) {
+                figures.errors.push(`console ${page} under load: ${e.message}`);
+              }
+            }
+            await sleep(Math.max(0, 1000 - (performance.now() - t0)));
+          }
+        })();
         const load = await runLoad({
           urls: [`http://127.0.0.1:${port}`],
           key,
@@ -252,7 +274,14 @@ async function main() {
           startAt: Date.now(),
           connections: 4,
           duration: o.loadSeconds,
+          // `large` requests carry 1,000 spans each.
+          ...(o.loadRate > 0 ? { rate: o.loadRate / 1000 } : {}),
         });
+        loading = false;
+        await reading;
+        figures.consoleUnderLoad = Object.fromEntries(
+          Object.entries(underLoad).map(([page, xs]) => [page, { median: median(xs), max: xs.length > 0 ? Math.max(...xs) : NaN, reads: xs.length }]),
+        );
         const answered = load.ok + load.non2xx;
         figures.load = {
           ackedSpansPerSec: load.ackedSpans / load.duration,
@@ -354,6 +383,10 @@ function print(kind, results, ranges) {
     ['GET /v1/budget', ...results.map((r) => ms(r.budget))],
     ['POST /ingest, 4 connections: spans/s', ...results.map((r) => (r.load ? r.load.ackedSpansPerSec.toFixed(0) : '–'))],
     ['POST /ingest, 4 connections: 503 share', ...results.map((r) => (r.load ? `${(100 * r.load.share503).toFixed(1)}%` : '–'))],
+    ...['overview', 'customers', 'models', 'traces'].map((p) => [
+      `console ${p} of today during the load: median / max`,
+      ...results.map((r) => (r.consoleUnderLoad ? `${ms(r.consoleUnderLoad[p].median)} / ${ms(r.consoleUnderLoad[p].max)}` : '–')),
+    ]),
     ['reprice 30 days', ...results.map((r) => (r.reprice ? `${(r.reprice.ms / 1000).toFixed(1)} s` : '–'))],
     ['reprice peak RSS', ...results.map((r) => (r.reprice ? `${(r.reprice.peakRss / 2 ** 20).toFixed(0)} MiB` : '–'))],
     ['server RSS after reads', ...results.map((r) => (r.serverRss ? `${(r.serverRss / 2 ** 20).toFixed(0)} MiB` : '–'))],

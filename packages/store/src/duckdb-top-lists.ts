@@ -97,26 +97,25 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
   return [
     `CREATE OR REPLACE TEMP TABLE ti_adv_touched AS SELECT ${g}, sum(spans) AS added FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
     `CREATE OR REPLACE TEMP TABLE ti_adv_multi AS SELECT DISTINCT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay} AND multi`,
-    `CREATE OR REPLACE TEMP TABLE ti_adv_day AS ${dayRowsSql(
-      list,
-      `${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched UNION SELECT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay})`,
-    )}`,
+    // Keys, cost and spans alone, as a rebuild does: every measure is summed for the groups kept only.
+    `CREATE OR REPLACE TEMP TABLE ti_adv_cost AS SELECT ${g}, sum(total_cost) AS total_cost, sum(spans) AS spans FROM ${list.source} ` +
+      `WHERE ${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched UNION SELECT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay}) ` +
+      `GROUP BY ${g} HAVING sum(spans) <> 0`,
     `CREATE OR REPLACE TEMP TABLE ti_adv_near AS ${dayRowsSql(
       list,
-      `${ofOrg} AND ${near} AND NOT ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched) AND ${g} NOT IN (SELECT ${g} FROM ti_adv_multi)`,
+      `${ofOrg} AND ${near} AND NOT ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched EXCEPT SELECT ${g} FROM ti_adv_multi)`,
     )}`,
     `INSERT INTO ti_adv_multi SELECT DISTINCT ${g} FROM ti_adv_near`,
+    `CREATE OR REPLACE TEMP TABLE ti_adv_kept AS SELECT ${g}, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank, ` +
+      `${g} IN (SELECT ${g} FROM ti_adv_multi) AS multi FROM ti_adv_cost QUALIFY day_rank <= ${n} OR multi`,
     `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${onDay} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_adv_near)))`,
-    `INSERT INTO ${list.table} SELECT *, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank, ${g} IN (SELECT ${g} FROM ti_adv_multi) AS multi ` +
-      `FROM ti_adv_day QUALIFY day_rank <= ${n} OR multi`,
+    `INSERT INTO ${list.table} SELECT d.*, k.day_rank, k.multi ` +
+      `FROM (${dayRowsSql(list, `${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_kept)`)}) d JOIN ti_adv_kept k ON k.${g} = d.${g}`,
     `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_adv_near`,
     `UPDATE ${list.marks} SET group_count = group_count + ` +
-      `(SELECT count(*) FROM ti_adv_day d JOIN ti_adv_touched t ON t.${g} = d.${g} WHERE d.spans = t.added) WHERE ${ofOrg} AND ${onDay}`,
+      `(SELECT count(*) FROM ti_adv_cost c JOIN ti_adv_touched t ON t.${g} = c.${g} WHERE c.spans = t.added) WHERE ${ofOrg} AND ${onDay}`,
     `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${onDay}`,
-    'DROP TABLE ti_adv_touched',
-    'DROP TABLE ti_adv_multi',
-    'DROP TABLE ti_adv_day',
-    'DROP TABLE ti_adv_near',
+    ...['ti_adv_touched', 'ti_adv_multi', 'ti_adv_cost', 'ti_adv_near', 'ti_adv_kept'].map((t) => `DROP TABLE ${t}`),
   ];
 }
 
