@@ -241,10 +241,12 @@ export class DuckDbIngest {
       );
       for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
       this.folding.touch(await this.file.days(`spans WHERE ${window} AND ${moved}`));
+      // A moved span leaves one session's costs for another's; a trace's costs stay, and the batch touches its traces below.
       await this.topLists.unmark(
         'ti_batch',
         dayOf(dayStartMs(range.dayLo) - TRACE_WINDOW_DAYS * DAY_MS),
         dayOf(dayStartMs(range.dayHi) + TRACE_WINDOW_DAYS * DAY_MS),
+        ['session'],
       );
     }
     // ti_batch is in start-time order already (withBatchFile), which keeps row groups' start-time ranges narrow.

@@ -119,9 +119,9 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
   ];
 }
 
-/** Removes the marks (and touches) of `orgs`' days from `lo` to `hi` (SQL date expressions) in every list: their rows changed. */
-export function unmarkSql(orgs: string, lo: string, hi: string): string[] {
-  return Object.values(TOP_LISTS).flatMap((l) =>
+/** Removes the marks (and touches) of `orgs`' days from `lo` to `hi` (SQL date expressions) in `lists`: their rows changed. */
+export function unmarkSql(orgs: string, lo: string, hi: string, lists: readonly TopListName[] = ['trace', 'session']): string[] {
+  return lists.flatMap((name) => [TOP_LISTS[name]]).flatMap((l) =>
     [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`),
   );
 }
@@ -185,12 +185,13 @@ export class DuckDbTopLists implements TopLists {
 
   /**
    * The top lists of the days from `lo` to `hi` of the orgs in `source` are
-   * out of date (in the write's transaction). Skipped when none of those days
-   * was ever marked: an ingest nobody reads meanwhile pays nothing for it.
+   * out of date (in the write's transaction), in every list or in `lists`.
+   * Skipped when none of those days was ever marked: an ingest nobody reads
+   * meanwhile pays nothing for it.
    */
-  async unmark(source: string, lo: string, hi: string): Promise<void> {
+  async unmark(source: string, lo: string, hi: string, lists?: readonly TopListName[]): Promise<void> {
     if (!this.anyMarked(lo, hi)) return;
-    for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi))) await this.file.run(sql);
+    for (const sql of unmarkSql(`SELECT DISTINCT org_id FROM ${source}`, dateLiteral(lo), dateLiteral(hi), lists)) await this.file.run(sql);
   }
 
   /**
