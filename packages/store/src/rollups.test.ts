@@ -13,6 +13,8 @@ import {
   scanning,
   traffic,
 } from '../../../test/rollup-traffic.js';
+import { payloadToRows } from '@trace-ingest/shared/rows';
+import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { countGroups, reprice, usageReport } from './reports.js';
 
@@ -127,6 +129,35 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
     const [lists] = await store.query('SELECT count(*)::INTEGER AS n FROM trace_tops');
     const [all] = await store.query('SELECT count(DISTINCT (trace_id, start_date))::INTEGER AS n FROM traces');
     expect(Number(lists?.n)).toBeLessThan(Number(all?.n));
+  });
+
+  it("moves the costs of a trace's earlier spans to the session its root names later, across midnight, in the session lists", async () => {
+    const price = pricer(firstPrices);
+    const rows = (trace: Parameters<typeof makeTrace>[0], receivedAt: number) =>
+      payloadToRows(makePayload({ traces: [makeTrace(trace)] }), { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt }, (x) => price(x));
+    const at = (t: string) => Date.parse(`2026-10-${t}Z`);
+    const call = (id: string, start: number, inputTokens: number) =>
+      makeSpan({ spanId: id, parentSpanId: 'late-root', startTime: start, endTime: start + 500, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens, outputTokens: 10 } });
+    // Sessions of both days, and a trace whose costly children come first, before midnight, with no session yet.
+    const first = [
+      ...['a', 'b', 'c', 'd'].flatMap((x, i) => rows({ traceId: `t-${x}`, sessionId: `sess-${x}`, spans: [call(`s-${x}`, at(`0${4 + (i % 2)}T12:00:00`), 100 + i)] }, 1)),
+      ...rows({ traceId: 'late', spans: [call('late-1', at('04T23:59:00'), 90_000), call('late-2', at('04T23:59:30'), 90_000)] }, 1),
+    ];
+    await store.insertLines(buf(first), first.length);
+    const range = { orgId: 'org_a', from: at('04T00:00:00'), to: at('06T00:00:00'), by: 'session' as const };
+    const withoutLists = Object.assign(Object.create(store) as DuckDbSpanStore, { topLists: undefined });
+    expect(await usageReport(store, { ...range, limit: 2 })).toEqual(await usageReport(withoutLists, { ...range, limit: 2 }));
+    // The root comes after midnight and names the session: the children of the day before move to it.
+    const root = rows(
+      { traceId: 'late', sessionId: 'sess-late', spans: [makeSpan({ spanId: 'late-root', spanType: 'agent', startTime: at('05T00:00:10'), endTime: at('05T00:01:00') })] },
+      2,
+    );
+    await store.insertLines(buf(root), root.length);
+    for (const limit of [1, 2, 3]) {
+      const ranked = await usageReport(store, { ...range, limit });
+      expect(ranked, `limit ${limit}`).toEqual(await usageReport(withoutLists, { ...range, limit }));
+      expect(ranked[0]?.group).toBe('sess-late');
+    }
   });
 
   it("ranks a range's traces from per-day lists, as a scan does, through late spans on another day, an erasure and retention", async () => {
