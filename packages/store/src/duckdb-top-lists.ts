@@ -121,9 +121,9 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
 
 /** Removes the marks (and touches) of `orgs`' days from `lo` to `hi` (SQL date expressions) in `lists`: their rows changed. */
 export function unmarkSql(orgs: string, lo: string, hi: string, lists: readonly TopListName[] = ['trace', 'session']): string[] {
-  return lists.flatMap((name) => [TOP_LISTS[name]]).flatMap((l) =>
-    [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`),
-  );
+  return lists
+    .flatMap((name) => [TOP_LISTS[name]])
+    .flatMap((l) => [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`));
 }
 
 /** Notes, per list, the groups the rows of `source` add to on marked days from `lo` to `hi` (SQL date expressions), with the spans each adds. */

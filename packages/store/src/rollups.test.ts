@@ -137,10 +137,20 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
       payloadToRows(makePayload({ traces: [makeTrace(trace)] }), { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt }, (x) => price(x));
     const at = (t: string) => Date.parse(`2026-10-${t}Z`);
     const call = (id: string, start: number, inputTokens: number) =>
-      makeSpan({ spanId: id, parentSpanId: 'late-root', startTime: start, endTime: start + 500, provider: 'openai', modelId: 'gpt-4o', usage: { inputTokens, outputTokens: 10 } });
+      makeSpan({
+        spanId: id,
+        parentSpanId: 'late-root',
+        startTime: start,
+        endTime: start + 500,
+        provider: 'openai',
+        modelId: 'gpt-4o',
+        usage: { inputTokens, outputTokens: 10 },
+      });
     // Sessions of both days, and a trace whose costly children come first, before midnight, with no session yet.
     const first = [
-      ...['a', 'b', 'c', 'd'].flatMap((x, i) => rows({ traceId: `t-${x}`, sessionId: `sess-${x}`, spans: [call(`s-${x}`, at(`0${4 + (i % 2)}T12:00:00`), 100 + i)] }, 1)),
+      ...['a', 'b', 'c', 'd'].flatMap((x, i) =>
+        rows({ traceId: `t-${x}`, sessionId: `sess-${x}`, spans: [call(`s-${x}`, at(`0${4 + (i % 2)}T12:00:00`), 100 + i)] }, 1),
+      ),
       ...rows({ traceId: 'late', spans: [call('late-1', at('04T23:59:00'), 90_000), call('late-2', at('04T23:59:30'), 90_000)] }, 1),
     ];
     await store.insertLines(buf(first), first.length);
@@ -149,7 +159,11 @@ describe('rollups (usage_daily, traces) on DuckDB', { timeout: 120_000 }, () => 
     expect(await usageReport(store, { ...range, limit: 2 })).toEqual(await usageReport(withoutLists, { ...range, limit: 2 }));
     // The root comes after midnight and names the session: the children of the day before move to it.
     const root = rows(
-      { traceId: 'late', sessionId: 'sess-late', spans: [makeSpan({ spanId: 'late-root', spanType: 'agent', startTime: at('05T00:00:10'), endTime: at('05T00:01:00') })] },
+      {
+        traceId: 'late',
+        sessionId: 'sess-late',
+        spans: [makeSpan({ spanId: 'late-root', spanType: 'agent', startTime: at('05T00:00:10'), endTime: at('05T00:01:00') })],
+      },
       2,
     );
     await store.insertLines(buf(root), root.length);
