@@ -126,13 +126,17 @@ export function unmarkSql(orgs: string, lo: string, hi: string, lists: readonly 
     .flatMap((l) => [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`));
 }
 
-/** Notes, per list, the groups the rows of `source` add to on marked days from `lo` to `hi` (SQL date expressions), with the spans each adds. */
-export function touchSql(source: string, lo: string, hi: string): string[] {
+/**
+ * Notes, per list, the groups the rows of `source` add to on `days` (marked
+ * days, as text) of `orgs` (SQL string literals), with the spans each adds.
+ * A touch of a day without a mark of its org and list is harmless: that day
+ * is rebuilt when read, which drops its touches.
+ */
+export function touchSql(source: string, days: readonly string[], orgs: readonly string[]): string[] {
+  if (days.length === 0 || orgs.length === 0) return [];
+  const where = `start_date IN (${days.map(dateLiteral).join(', ')}) AND org_id IN (${orgs.join(', ')})`;
   return Object.values(TOP_LISTS).map(
-    (l) =>
-      `INSERT INTO ${l.touches} SELECT b.org_id, b.start_date, b.${l.group}, count(*) FROM ${source} b ` +
-      `WHERE b.start_date BETWEEN ${lo} AND ${hi} AND EXISTS (SELECT 1 FROM ${l.marks} m WHERE m.org_id = b.org_id AND m.start_date = b.start_date) ` +
-      `GROUP BY b.org_id, b.start_date, b.${l.group}`,
+    (l) => `INSERT INTO ${l.touches} SELECT org_id, start_date, ${l.group}, count(*) FROM ${source} WHERE ${where} GROUP BY org_id, start_date, ${l.group}`,
   );
 }
 
@@ -153,8 +157,8 @@ export function groupCountSql(list: TopList, orgId: string, fromDay: string, toD
 
 /** The DuckDB store's top lists: brought up to date by the read that finds days unmarked or touched, by the writes that change those days. */
 export class DuckDbTopLists implements TopLists {
-  /** Days that may hold a mark (any org, any list): a write whose days hold none has nothing to unmark. */
-  private readonly markedDays = new Set<string>();
+  /** Days that may hold a mark, with the orgs that may hold one (any list): a write whose days hold none has nothing to unmark or touch. */
+  private readonly markedDays = new Map<string, Set<string>>();
 
   constructor(
     private readonly file: DuckDbFile,
@@ -166,7 +170,9 @@ export class DuckDbTopLists implements TopLists {
    * file's one writer (the DATA_DIR lock) and only after the set has their days.
    */
   async opened(): Promise<void> {
-    for (const l of Object.values(TOP_LISTS)) for (const day of await this.file.days(l.marks)) this.markedDays.add(day);
+    for (const l of Object.values(TOP_LISTS))
+      for (const r of await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks}`))
+        this.noteMark(String(r.d), String(r.org_id));
   }
 
   /** Builds the days its writes marked out of date first, so the lists are always ready. */
@@ -201,13 +207,28 @@ export class DuckDbTopLists implements TopLists {
    */
   async touch(source: string, lo: string, hi: string): Promise<void> {
     if (!this.anyMarked(lo, hi)) return;
-    for (const sql of touchSql(source, dateLiteral(lo), dateLiteral(hi))) await this.file.run(sql);
+    // Literal days and orgs, not a join with the marks: the batch is small and the join was most of a touch's cost.
+    const days: string[] = [];
+    const orgs = new Set<string>();
+    for (const [day, of] of this.markedDays)
+      if (day >= lo && day <= hi) {
+        days.push(day);
+        for (const org of of) orgs.add(sqlString(org));
+      }
+    for (const sql of touchSql(source, days, [...orgs])) await this.file.run(sql);
   }
 
   /** Whether any day from `lo` to `hi` may hold a mark: the marked days, not the range's (a batch can span centuries: start times are the client's). */
   private anyMarked(lo: string, hi: string): boolean {
-    for (const day of this.markedDays) if (day >= lo && day <= hi) return true;
+    for (const day of this.markedDays.keys()) if (day >= lo && day <= hi) return true;
     return false;
+  }
+
+  /** Notes a mark before it is written, so a write in its day finds it. */
+  private noteMark(day: string, orgId: string): void {
+    const orgs = this.markedDays.get(day);
+    if (orgs === undefined) this.markedDays.set(day, new Set([orgId]));
+    else orgs.add(orgId);
   }
 
   /**
@@ -241,13 +262,13 @@ export class DuckDbTopLists implements TopLists {
           );
           const [lo, hi] = [String(b?.lo ?? '9999-12-31'), String(b?.hi ?? '0000-01-01')];
           const empty = days.filter((day) => day < lo || day > hi);
-          for (const day of empty) this.markedDays.add(day);
+          for (const day of empty) this.noteMark(day, orgId);
           if (empty.length > 0)
             await this.file.run(`INSERT INTO ${list.marks} SELECT ${org}, d, 0 FROM (VALUES ${empty.map((day) => `(${dateLiteral(day)})`).join(', ')}) v(d)`);
           days = days.filter((day) => day >= lo && day <= hi);
         }
         const chunk = days.slice(0, TOP_LISTS_CHUNK_DAYS);
-        for (const day of chunk) this.markedDays.add(day);
+        for (const day of chunk) this.noteMark(day, orgId);
         await this.file.transaction(async () => {
           for (const sql of rebuildTopListSql(list, org, chunk, this.perDay)) await this.file.run(sql);
         });
