@@ -25,7 +25,8 @@ describe('crash safety (real child process, kill -9)', () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('loses no acknowledged span and duplicates none across three crashes', async () => {
-    const env = { DATA_DIR: dir, FLUSH_INTERVAL_MS: '50', FLUSH_MAX_ROWS: '500', DRAIN_GRACE_MS: '0' };
+    // Inserts of several segments' rows while a backlog waits, so kills land between them and the segments they retire.
+    const env = { DATA_DIR: dir, FLUSH_INTERVAL_MS: '50', FLUSH_MAX_ROWS: '500', FLUSH_BACKLOG_MAX_ROWS: '1500', DRAIN_GRACE_MS: '0' };
     const acked = new Set<string>();
     let seq = 0;
     for (let round = 0; round < 3; round++) {

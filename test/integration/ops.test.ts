@@ -40,6 +40,7 @@ describe('operations endpoints', () => {
       'trace_ingest_buffer_rows',
       'trace_ingest_rows_flushed_total',
       'trace_ingest_rows_per_flush_bucket',
+      'trace_ingest_backlog_flushes_total',
       'trace_ingest_flush_duration_seconds_bucket',
       'trace_ingest_store_errors_total',
       'trace_ingest_dead_letter_rows_total',

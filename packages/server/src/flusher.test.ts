@@ -163,6 +163,84 @@ describe('Flusher with a real DuckDB store', () => {
     await f.close(1000);
   });
 
+  it('takes backlog-size inserts across segments only while more than one default insert waits, retiring a segment after its last rows land', async () => {
+    const inserts: { rows: number; pending: number[] }[] = [];
+    const counting = new OutageStore(store, 0);
+    const insert = counting.insertLines.bind(counting);
+    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
+      inserts.push({ rows, pending: log.pendingSegments().map((s) => s.seq) });
+      return insert(lines as Buffer, rows);
+    };
+    const f = built(
+      new Flusher(
+        log,
+        counting,
+        { intervalMs: 60_000, maxRows: 64, backlogMaxRows: 100, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') },
+        logger,
+        metrics,
+      ),
+    );
+    const large = async () => (await metrics.backlogFlushes.get()).values[0]?.value ?? 0;
+    // Light traffic: one default insert's worth or less waits.
+    for (let i = 0; i < 2; i++) {
+      const b = batch(3, 10);
+      await log.append(b.buf, b.rows);
+    }
+    await f.flushNow();
+    expect(inserts.map((x) => x.rows)).toEqual([60]);
+    expect(await large()).toBe(0);
+    // A backlog of three segments (90 + 60 + 60 rows).
+    inserts.length = 0;
+    const seqs: number[] = [];
+    for (const n of [3, 2, 2]) {
+      for (let i = 0; i < n; i++) {
+        const b = batch(3, 10);
+        await log.append(b.buf, b.rows);
+      }
+      seqs.push((await log.seal()).at(-1)!.seq);
+    }
+    await f.flushNow();
+    expect(inserts.map((x) => x.rows)).toEqual([100, 100, 10]);
+    expect(await large()).toBe(2);
+    // The second segment's rows are in the first two inserts: it stays in the log until the second is confirmed.
+    expect(inserts.map((x) => x.pending)).toEqual([seqs, seqs.slice(1), seqs.slice(2)]);
+    expect(log.bytes).toBe(0);
+    expect(await count()).toBe(270);
+    const ids = await store.query('SELECT count(DISTINCT (trace_id, span_id))::INTEGER AS n FROM spans');
+    expect(ids[0]?.n).toBe(270);
+  });
+
+  it('replays a backlog whose large insert failed before it was confirmed, once', async () => {
+    for (let s = 0; s < 2; s++) {
+      const b = batch(3, 10);
+      await log.append(b.buf, b.rows);
+      await log.seal();
+    }
+    const down = new OutageStore(store, Number.POSITIVE_INFINITY);
+    const opts = {
+      intervalMs: 60_000,
+      maxRows: 20,
+      backlogMaxRows: 100,
+      timeoutMs: 5000,
+      deadLetterDir: path.join(dir, 'dead'),
+      minBackoffMs: 5,
+      maxBackoffMs: 20,
+    };
+    const f = built(new Flusher(log, down, opts, logger, metrics));
+    f.kick();
+    await vi.waitFor(() => expect(down.attempts).toBeGreaterThanOrEqual(2), { timeout: 2000 });
+    await f.close(100);
+    expect(log.pendingSegments()).toHaveLength(2);
+    // The next start: both segments are read again and stored once.
+    await log.close();
+    log = new WriteLog({ dir: path.join(dir, 'wal'), durability: 'fsync', maxBytes: 1 << 30 });
+    await log.start();
+    await built(new Flusher(log, store, opts, logger, metrics)).flushNow();
+    expect(await count()).toBe(60);
+    expect(log.bytes).toBe(0);
+    expect((await metrics.backlogFlushes.get()).values[0]?.value).toBe(1);
+  });
+
   it('keeps each insert under maxBytes, splitting a large record at line boundaries', async () => {
     const big = batch(4, 50);
     await log.append(big.buf, big.rows);

@@ -15,6 +15,9 @@ export interface FlusherOptions {
   maxRows: number;
   /** The largest insert in bytes; a larger record is split at line boundaries. Default: no limit. */
   maxBytes?: number;
+  /** The insert's rows and bytes while more than one insert of maxRows / maxBytes waits (never less than those); default: the same. */
+  backlogMaxRows?: number;
+  backlogMaxBytes?: number;
   timeoutMs: number;
   deadLetterDir: string;
   /** Backoff bounds for a failing store; jitter is applied on top. */
@@ -32,7 +35,10 @@ class InsertTimeoutError extends Error {
  * Moves rows from the write log into the span store: every `intervalMs`, or
  * as soon as `maxRows` wait. One insert at a time, each with a timeout; a
  * failing store is retried forever with exponential backoff and jitter, and
- * a segment is retired only after all of its rows were confirmed. Rows the
+ * a segment is retired only after all of its rows were confirmed. While more
+ * than one insert waits (a backlog) inserts take `backlogMaxRows` rows, which
+ * cost the store less per row than small ones, so only sustained traffic
+ * spends the memory of a large insert. Rows the
  * store refuses permanently are isolated by bisection and written to a
  * dead-letter file, so they never block the rows behind them.
  */
@@ -46,6 +52,7 @@ export class Flusher {
   private flushFailure: unknown;
   private readonly minBackoff: number;
   private readonly maxBytes: number;
+  private readonly backlog: { rows: number; bytes: number };
   private readonly maxBackoff: number;
   private wakeBackoff: (() => void) | undefined;
   /** The reason flushes fail for, and how many failed, while they do. */
@@ -60,6 +67,10 @@ export class Flusher {
   ) {
     this.minBackoff = opts.minBackoffMs ?? 100;
     this.maxBytes = opts.maxBytes ?? Number.POSITIVE_INFINITY;
+    this.backlog = {
+      rows: Math.max(opts.backlogMaxRows ?? opts.maxRows, opts.maxRows),
+      bytes: Math.max(opts.backlogMaxBytes ?? this.maxBytes, this.maxBytes),
+    };
     this.maxBackoff = opts.maxBackoffMs ?? 30_000;
   }
 
@@ -189,8 +200,38 @@ export class Flusher {
     }
   }
 
+  /**
+   * One pass over the segments sealed now. An insert may take rows of
+   * several segments; a segment is retired once the insert holding its last
+   * rows is confirmed, so a crash before that replays it (the store keeps
+   * one copy of each span) and never loses it.
+   */
   private async flushSegments(): Promise<void> {
     const segments = await this.log.seal();
+    let limit = { rows: this.opts.maxRows, bytes: this.maxBytes };
+    // Records are read one at a time and handed to the store as they are,
+    // never copied into one buffer. An insert takes exactly limit.rows rows
+    // while the segments have them, a record being cut at a line to fill it:
+    // DuckDB writes whole row groups of a large insert straight to its file,
+    // and rows short of them through its own log first, which costs more.
+    let batch: Buffer[] = [];
+    let rows = 0;
+    let bytes = 0;
+    const over = (l: { rows: number; bytes: number }, len: number): boolean => rows > 0 && (rows >= l.rows || bytes + len > l.bytes);
+    // Segments read to their end whose last rows are in `batch`.
+    let read: { seg: SegmentInfo; tail: SegmentTail }[] = [];
+    const insert = async (): Promise<boolean> => {
+      if (rows > 0) {
+        if (!(await this.insertWithRetry(batch, rows))) return false;
+        if (rows > this.opts.maxRows || bytes > this.maxBytes) this.metrics.backlogFlushes.inc();
+        batch = [];
+        rows = 0;
+        bytes = 0;
+      }
+      for (const r of read) await this.finishSegment(r.seg, r.tail);
+      read = [];
+      return true;
+    };
     for (const seg of segments) {
       if (this.stopping) return;
       if (
@@ -208,47 +249,31 @@ export class Flusher {
         await this.log.retire(seg);
         continue;
       }
-      const done = await this.flushSegment(seg);
-      if (!done) return;
-      await this.log.retire(seg);
-      this.updateGauges();
-    }
-  }
-
-  /** True when every row of the segment is in the store or dead-lettered. */
-  private async flushSegment(seg: SegmentInfo): Promise<boolean> {
-    // Records are read one at a time and handed to the store as they are,
-    // never copied into one buffer. An insert takes exactly maxRows rows while
-    // the segment has them, a record being cut at a line to fill it: DuckDB
-    // writes a whole row group of a large insert straight to its file, and
-    // one that is short of it through its own log first, which costs more.
-    const tail: SegmentTail = { tornBytes: 0 };
-    let batch: Buffer[] = [];
-    let rows = 0;
-    let bytes = 0;
-    const insert = async (): Promise<boolean> => {
-      const ok = await this.insertWithRetry(batch, rows);
-      batch = [];
-      rows = 0;
-      bytes = 0;
-      return ok;
-    };
-    for await (const record of this.log.records(seg, tail)) {
-      for (const piece of splitRecord(record, this.maxBytes)) {
-        let r: WalRecord | undefined = piece;
-        while (r !== undefined) {
-          if (rows > 0 && (rows >= this.opts.maxRows || bytes + r.payload.length > this.maxBytes)) {
-            if (!(await insert())) return false;
+      const tail: SegmentTail = { tornBytes: 0 };
+      for await (const record of this.log.records(seg, tail)) {
+        for (const piece of splitRecord(record, limit.bytes)) {
+          let r: WalRecord | undefined = piece;
+          while (r !== undefined) {
+            // A row past a full default insert means more than one waits: the rest of the pass takes the backlog's size.
+            if (over(limit, r.payload.length)) limit = this.backlog;
+            if (over(limit, r.payload.length) && !(await insert())) return;
+            const [head, rest]: [WalRecord, WalRecord | undefined] = r.rows > limit.rows - rows ? splitRows(r, limit.rows - rows) : [r, undefined];
+            batch.push(head.payload);
+            rows += head.rows;
+            bytes += head.payload.length;
+            r = rest;
           }
-          const [head, rest]: [WalRecord, WalRecord | undefined] = r.rows > this.opts.maxRows - rows ? splitRows(r, this.opts.maxRows - rows) : [r, undefined];
-          batch.push(head.payload);
-          rows += head.rows;
-          bytes += head.payload.length;
-          r = rest;
         }
       }
+      read.push({ seg, tail });
+      // A segment none of whose rows wait is done now.
+      if (rows === 0 && !(await insert())) return;
     }
-    if (rows > 0 && !(await insert())) return false;
+    await insert();
+  }
+
+  /** After every row of a segment is in the store: its damaged records dead-lettered, its torn tail reported, the segment retired. */
+  private async finishSegment(seg: SegmentInfo, tail: SegmentTail): Promise<void> {
     if (tail.damaged !== undefined) await this.deadLetterDamage(seg, tail.damaged);
     if (tail.tornBytes > 0) {
       this.logger.warn(
@@ -256,7 +281,8 @@ export class Flusher {
         'write log segment ends in a torn record (a write interrupted by a crash, never acknowledged); ignoring it',
       );
     }
-    return true;
+    await this.log.retire(seg);
+    this.updateGauges();
   }
 
   /** False only when stopping interrupted the retries. */

@@ -105,6 +105,11 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly rowsFlushed = new Counter({ name: 'trace_ingest_rows_flushed_total', help: 'Rows confirmed by the span store', registers: [this.registry] });
+  readonly backlogFlushes = new Counter({
+    name: 'trace_ingest_backlog_flushes_total',
+    help: 'Confirmed inserts larger than FLUSH_MAX_ROWS or FLUSH_MAX_BYTES, taken while more than one such insert waited (up to FLUSH_BACKLOG_MAX_ROWS and FLUSH_BACKLOG_MAX_BYTES)',
+    registers: [this.registry],
+  });
   readonly flushDuration = new Histogram({
     name: 'trace_ingest_flush_duration_seconds',
     help: 'Duration of one confirmed insert into the span store',

@@ -349,6 +349,8 @@ export class IngestServer {
             intervalMs: c.FLUSH_INTERVAL_MS,
             maxRows: c.FLUSH_MAX_ROWS,
             maxBytes: c.FLUSH_MAX_BYTES,
+            backlogMaxRows: c.FLUSH_BACKLOG_MAX_ROWS,
+            backlogMaxBytes: c.FLUSH_BACKLOG_MAX_BYTES,
             timeoutMs: c.FLUSH_TIMEOUT_MS,
             deadLetterDir: path.join(c.dataDir, 'dead-letter'),
             onStored: () => watcher.poke(),
