@@ -155,7 +155,7 @@ export function groupCountSql(list: TopList, orgId: string, fromDay: string, toD
   return { sql: `(SELECT coalesce(sum(group_count), 0) FROM ${list.marks} WHERE org_id = ? AND ${rangeSql(fromDay, toDay)})`, params: [orgId] };
 }
 
-/** The DuckDB store's top lists: brought up to date by the read that finds days unmarked or touched, by the writes that change those days. */
+/** The DuckDB store's top lists: writes unmark or touch the days they change, and a read brings its days up to date. */
 export class DuckDbTopLists implements TopLists {
   /** Days that may hold a mark, with the orgs that may hold one (any list): a write whose days hold none has nothing to unmark or touch. */
   private readonly markedDays = new Map<string, Set<string>>();
@@ -175,7 +175,7 @@ export class DuckDbTopLists implements TopLists {
         this.noteMark(String(r.d), String(r.org_id));
   }
 
-  /** Builds the days its writes marked out of date first, so the lists are always ready. */
+  /** Brings the range's days up to date first (rebuilt or advanced), so the lists are always ready. */
   async ready(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<boolean> {
     await this.refresh(list, orgId, fromDay, toDay);
     return true;
