@@ -107,7 +107,9 @@ export class Metrics {
   readonly rowsFlushed = new Counter({ name: 'trace_ingest_rows_flushed_total', help: 'Rows confirmed by the span store', registers: [this.registry] });
   readonly backlogFlushes = new Counter({
     name: 'trace_ingest_backlog_flushes_total',
-    help: 'Confirmed inserts larger than FLUSH_MAX_ROWS or FLUSH_MAX_BYTES, taken while more than one such insert waited (up to FLUSH_BACKLOG_MAX_ROWS and FLUSH_BACKLOG_MAX_BYTES)',
+    help:
+      'Confirmed inserts larger than FLUSH_MAX_ROWS or FLUSH_MAX_BYTES, taken while more than one such insert waited ' +
+      '(up to FLUSH_BACKLOG_MAX_ROWS and FLUSH_BACKLOG_MAX_BYTES)',
     registers: [this.registry],
   });
   readonly flushDuration = new Histogram({

@@ -49,7 +49,10 @@ export const ConfigSchema = z.object({
   FLUSH_MAX_ROWS: int(8192, 1),
   /** The largest insert in bytes of rows: the store's memory for one insert grows with it. 8,192 rows of 1 KB spans take ~18 MB. */
   FLUSH_MAX_BYTES: int(24 * 1024 * 1024, 1024),
-  /** The insert's rows while more than one insert of FLUSH_MAX_ROWS (or FLUSH_MAX_BYTES) waits: four row groups, which DuckDB writes to its file once rather than through its own log and a checkpoint. */
+  /**
+   * The insert's rows while more than one insert of FLUSH_MAX_ROWS (or FLUSH_MAX_BYTES) waits: four row groups,
+   * which DuckDB writes to its file once rather than through its own log and a checkpoint.
+   */
   FLUSH_BACKLOG_MAX_ROWS: int(32_768, 1),
   /** The largest such insert in bytes: the memory a backlog costs grows with it. */
   FLUSH_BACKLOG_MAX_BYTES: int(96 * 1024 * 1024, 1024),
