@@ -87,8 +87,10 @@ if (o.clickhouse !== undefined) {
 
 const profile = new Map();
 if (o.profile) {
-  const store = variants[0].store;
+  // The DuckDB store runs its statements through its file (DuckDbFile): wrapped there, every part of the store is profiled.
+  const store = variants[0].store.file ?? variants[0].store;
   for (const method of ['run', 'rows']) {
+    if (typeof store[method] !== 'function') throw new Error(`--profile: the ${variants[0].label} store has no ${method}() to wrap`);
     const orig = store[method].bind(store);
     store[method] = async (sql) => {
       const c0 = process.cpuUsage();
