@@ -93,6 +93,10 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
   const ofOrg = `org_id = ${org}`;
   const onDay = `start_date = ${dateLiteral(day)}`;
   const near = `start_date BETWEEN ${dateLiteral(day)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(day)} + ${TOP_LISTS_WINDOW_DAYS}`;
+  // Two ranges, not the window less the day: a range of days skips the day's row groups by their min/max, a NOT reads them.
+  const around =
+    `(start_date BETWEEN ${dateLiteral(day)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(day)} - 1 ` +
+    `OR start_date BETWEEN ${dateLiteral(day)} + 1 AND ${dateLiteral(day)} + ${TOP_LISTS_WINDOW_DAYS})`;
   const n = Math.max(0, Math.trunc(perDay));
   return [
     `CREATE OR REPLACE TEMP TABLE ti_adv_touched AS SELECT ${g}, sum(spans) AS added FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
@@ -103,7 +107,7 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
       `GROUP BY ${g} HAVING sum(spans) <> 0`,
     `CREATE OR REPLACE TEMP TABLE ti_adv_near AS ${dayRowsSql(
       list,
-      `${ofOrg} AND ${near} AND NOT ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched EXCEPT SELECT ${g} FROM ti_adv_multi)`,
+      `${ofOrg} AND ${around} AND ${g} IN (SELECT ${g} FROM ti_adv_touched EXCEPT SELECT ${g} FROM ti_adv_multi)`,
     )}`,
     `INSERT INTO ti_adv_multi SELECT DISTINCT ${g} FROM ti_adv_near`,
     `CREATE OR REPLACE TEMP TABLE ti_adv_kept AS SELECT ${g}, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank, ` +
