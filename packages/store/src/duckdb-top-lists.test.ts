@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rebuildTopListSql } from './duckdb-top-lists.js';
+import { aroundSql, rebuildTopListSql } from './duckdb-top-lists.js';
 import { dateLiteral, TOP_LISTS, unmarkedDays } from './top-lists.js';
 
 describe('top lists', () => {
@@ -20,5 +20,20 @@ describe('top lists', () => {
     expect(sql).toContain("INSERT INTO session_top_days SELECT 'org_a', v.d");
     expect(sql).toContain("VALUES (DATE '2026-10-05'), (DATE '2026-10-07')");
     expect(sql).toContain('day_rank <= 10 OR multi');
+  });
+
+  it('reads the days around as ranges of days that leave out the days themselves, within the calendar', () => {
+    expect(aroundSql(['2026-10-05'])).toBe(
+      "(start_date BETWEEN DATE '2026-09-28' AND DATE '2026-10-04' OR start_date BETWEEN DATE '2026-10-06' AND DATE '2026-10-12')",
+    );
+    // Chunk days a gap apart: the gap is one range, the days themselves none.
+    expect(aroundSql(['2026-10-05', '2026-10-07', '2026-10-08'])).toBe(
+      "(start_date BETWEEN DATE '2026-09-28' AND DATE '2026-10-04' OR start_date BETWEEN DATE '2026-10-06' AND DATE '2026-10-06' " +
+        "OR start_date BETWEEN DATE '2026-10-09' AND DATE '2026-10-15')",
+    );
+    expect(aroundSql(['0000-01-02'])).toBe(
+      "(start_date BETWEEN DATE '0000-01-01' AND DATE '0000-01-01' OR start_date BETWEEN DATE '0000-01-03' AND DATE '0000-01-09')",
+    );
+    expect(aroundSql([])).toBe('false');
   });
 });

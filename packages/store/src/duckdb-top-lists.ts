@@ -22,7 +22,7 @@
  * grow, so the day's new first N lie among its listed groups and the
  * touched ones, and a read brings the list up to date from those alone.
  */
-import { daysBetween } from '@trace-ingest/shared/dates';
+import { addDays, daysBetween } from '@trace-ingest/shared/dates';
 import { MEASURES } from '@trace-ingest/shared/rollups';
 import { sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { SqlPart, TopLists } from './span-store.js';
@@ -34,6 +34,29 @@ function dayRowsSql(list: TopList, where: string): string {
   const extras = list.extras.map((e) => `, min(${e}) AS ${e}`).join('');
   const keys = `org_id, start_date, ${list.group}`;
   return `SELECT ${keys}, ${sums}${extras} FROM ${list.source} WHERE ${where} GROUP BY ${keys} HAVING sum(spans) <> 0`;
+}
+
+/**
+ * The days within TOP_LISTS_WINDOW_DAYS of `days` (sorted) that are not among them, as ranges of days
+ * (a SQL condition): ranges skip the row groups of `days` by their min/max, where a NOT would read them.
+ */
+export function aroundSql(days: readonly string[]): string {
+  const own = new Set(days);
+  const around = new Set<string>();
+  for (const day of days)
+    for (let k = -TOP_LISTS_WINDOW_DAYS; k <= TOP_LISTS_WINDOW_DAYS; k++) {
+      const d = addDays(day, k);
+      // Days beyond the years 0000-9999 have no DATE literal, and no rows.
+      if (!own.has(d) && /^\d{4}-\d{2}-\d{2}$/.test(d)) around.add(d);
+    }
+  const runs: [string, string][] = [];
+  for (const d of [...around].sort()) {
+    const run = runs[runs.length - 1];
+    if (run !== undefined && addDays(run[1], 1) === d) run[1] = d;
+    else runs.push([d, d]);
+  }
+  if (runs.length === 0) return 'false';
+  return `(${runs.map(([a, b]) => `start_date BETWEEN ${dateLiteral(a)} AND ${dateLiteral(b)}`).join(' OR ')})`;
 }
 
 /**
@@ -55,7 +78,7 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
     `CREATE OR REPLACE TEMP TABLE ti_top_day AS SELECT org_id, start_date, ${g}, sum(total_cost) AS total_cost FROM ${list.source} ` +
       `WHERE ${ofOrg} AND ${inDays} GROUP BY org_id, start_date, ${g} HAVING sum(spans) <> 0`,
     // The neighbouring days' rows of the groups seen on these days: those groups have more than one day.
-    `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${near} AND NOT (${inDays}) AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
+    `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${aroundSql(days)} AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
     `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1`,
     `CREATE OR REPLACE TEMP TABLE ti_top_kept AS SELECT start_date, ${g}, ` +
       `row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS day_rank, ${g} IN (SELECT ${g} FROM ti_top_multi) AS multi ` +
@@ -93,10 +116,7 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
   const ofOrg = `org_id = ${org}`;
   const onDay = `start_date = ${dateLiteral(day)}`;
   const near = `start_date BETWEEN ${dateLiteral(day)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(day)} + ${TOP_LISTS_WINDOW_DAYS}`;
-  // Two ranges, not the window less the day: a range of days skips the day's row groups by their min/max, a NOT reads them.
-  const around =
-    `(start_date BETWEEN ${dateLiteral(day)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(day)} - 1 ` +
-    `OR start_date BETWEEN ${dateLiteral(day)} + 1 AND ${dateLiteral(day)} + ${TOP_LISTS_WINDOW_DAYS})`;
+  const around = aroundSql([day]);
   const n = Math.max(0, Math.trunc(perDay));
   return [
     `CREATE OR REPLACE TEMP TABLE ti_adv_touched AS SELECT ${g}, sum(spans) AS added FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
