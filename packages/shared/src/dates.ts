@@ -47,6 +47,9 @@ export const ceilDay = (ms: number): number => Math.ceil(ms / DAY_MS) * DAY_MS;
 /** UTC midnight of a YYYY-MM-DD day as epoch ms (NaN when the text is no date; unchecked: for days the code made itself). */
 export const dayMs = (day: string): number => Date.parse(`${day}T00:00:00Z`);
 
+/** Whether a text has the YYYY-MM-DD form of a day (a day beyond the years 0000-9999 does not). */
+export const isDayText = (text: string): boolean => DAY.test(text);
+
 /** A day's text, checked to have the YYYY-MM-DD form (a day the code made itself, checked all the same before it reaches SQL). */
 export function checkedDay(day: string): string {
   if (!DAY.test(day)) throw new Error(`not a day: ${JSON.stringify(day)}`);

@@ -3,7 +3,7 @@
  * traces' fields resolved, replacement rows, and new costs, each with its
  * rollup shares in the same transaction.
  */
-import { DAY_MS, dayMs as dayStartMs, utcDay as dayOf } from '@trace-ingest/shared/dates';
+import { DAY_MS, dayMs as dayStartMs, isDayText, utcDay as dayOf } from '@trace-ingest/shared/dates';
 import { COST_COLUMNS, SPAN_COLUMNS, type ColumnKind } from '@trace-ingest/shared/rows';
 import {
   candidateSql,
@@ -274,7 +274,7 @@ export class DuckDbIngest {
         );
     const all = new Set([...near.values()].flat());
     // Days beyond the years 0000-9999 (a day either side of the calendar's ends) have no DATE literal: read as without the filter.
-    if (all.size > TRACE_FILTER_DAYS || [...all].some((day) => !/^\d{4}-\d{2}-\d{2}$/.test(day))) return undefined;
+    if (all.size > TRACE_FILTER_DAYS || [...all].some((day) => !isDayText(day))) return undefined;
     for (const day of all) {
       if (this.traceFilter.has(day)) continue;
       // Once per day and process: the day's traces, read in one pass.

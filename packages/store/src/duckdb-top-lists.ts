@@ -22,7 +22,7 @@
  * grow, so the day's new first N lie among its listed groups and the
  * touched ones, and a read brings the list up to date from those alone.
  */
-import { addDays, daysBetween } from '@trace-ingest/shared/dates';
+import { addDays, daysBetween, isDayText } from '@trace-ingest/shared/dates';
 import { MEASURES } from '@trace-ingest/shared/rollups';
 import { sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { SqlPart, TopLists } from './span-store.js';
@@ -47,7 +47,7 @@ export function aroundSql(days: readonly string[]): string {
     for (let k = -TOP_LISTS_WINDOW_DAYS; k <= TOP_LISTS_WINDOW_DAYS; k++) {
       const d = addDays(day, k);
       // Days beyond the years 0000-9999 have no DATE literal, and no rows.
-      if (!own.has(d) && /^\d{4}-\d{2}-\d{2}$/.test(d)) around.add(d);
+      if (!own.has(d) && isDayText(d)) around.add(d);
     }
   const runs: [string, string][] = [];
   for (const d of [...around].sort()) {
@@ -146,7 +146,7 @@ export function advanceTopListSql(list: TopList, org: string, day: string, perDa
 /** Removes the marks (and touches) of `orgs`' days from `lo` to `hi` (SQL date expressions) in `lists`: their rows changed. */
 export function unmarkSql(orgs: string, lo: string, hi: string, lists: readonly TopListName[] = ['trace', 'session']): string[] {
   return lists
-    .flatMap((name) => [TOP_LISTS[name]])
+    .map((name) => TOP_LISTS[name])
     .flatMap((l) => [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`));
 }
 
@@ -227,10 +227,9 @@ export class DuckDbTopLists implements TopLists {
   /**
    * The rows of `source` (new spans, from `lo` to `hi`) only add to their
    * groups: notes those groups on the marked days (in the write's
-   * transaction), which keeps the marks. Skipped as unmark is.
+   * transaction), which keeps the marks. Nothing when none of those days was marked.
    */
   async touch(source: string, lo: string, hi: string): Promise<void> {
-    if (!this.anyMarked(lo, hi)) return;
     // Literal days and orgs, not a join with the marks: the batch is small and the join was most of a touch's cost.
     const days: string[] = [];
     const orgs = new Set<string>();
