@@ -282,6 +282,7 @@ export class DuckDbIngest {
       this.traceFilter.load(
         day,
         rows.map((r) => [String(r.org_id), String(r.trace_id), Number(r.s)] as const),
+        all,
       );
     }
     let since: number | null = null;

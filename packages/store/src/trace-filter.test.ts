@@ -24,6 +24,16 @@ describe('TraceFilter', () => {
     expect(['2026-11-24', '2026-11-25', '2026-11-26'].map((d) => f.has(d))).toEqual([false, true, true]);
   });
 
+  it('keeps the days one lookup asks about while it loads the others', () => {
+    const f = new TraceFilter(3);
+    for (const d of ['2026-11-24', '2026-11-25', '2026-11-26']) f.load(d, [['o', `t-${d}`, 1]]);
+    // A lookup of the 24th to the 26th and the 27th: the 24th is the oldest loaded, yet asked about.
+    const asked = new Set(['2026-11-24', '2026-11-25', '2026-11-27']);
+    f.load('2026-11-27', [], asked);
+    expect(f.since([...asked], 'o', 't-2026-11-24')).toBe(1);
+    expect(['2026-11-24', '2026-11-25', '2026-11-26', '2026-11-27'].map((d) => f.has(d))).toEqual([true, true, false, true]);
+  });
+
   it('answers no trace that was never added, among as many as a busy day holds', () => {
     // Ids as clients make them (random hex, from a seeded generator): sequential ids hash into patterns that rarely meet.
     let x = 0x2545f491;

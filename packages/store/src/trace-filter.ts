@@ -15,8 +15,11 @@ export class TraceFilter {
     return this.days.has(day);
   }
 
-  /** Starts a day's set from the traces stored on it; the oldest day loaded is dropped beyond maxDays. */
-  load(day: string, traces: Iterable<readonly [org: string, trace: string, firstStart: number]>): void {
+  /**
+   * Starts a day's set from the traces stored on it; beyond maxDays the oldest day loaded is dropped,
+   * other than those in `keep` (the days the same lookup asks about: a day dropped there would answer "none").
+   */
+  load(day: string, traces: Iterable<readonly [org: string, trace: string, firstStart: number]>, keep: ReadonlySet<string> = new Set()): void {
     const set = new DaySet();
     for (const [org, trace, start] of traces) {
       fingerprint(org, trace);
@@ -26,7 +29,7 @@ export class TraceFilter {
     this.days.set(day, set);
     for (const old of this.days.keys()) {
       if (this.days.size <= this.maxDays) break;
-      this.days.delete(old);
+      if (old !== day && !keep.has(old)) this.days.delete(old);
     }
   }
 
