@@ -219,7 +219,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     // Whole new traces: nothing to look up.
     const first = [1, 2, 4, 5].flatMap(byTrace);
     await store.insertLines(buf(first), first.length);
-    const known = () => statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_known')).at(-1) ?? '';
+    const known = () => statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_known_days')).at(-1) ?? '';
     expect(known()).toContain(' AND false ');
     // A late span of a stored trace (its root brings the customer): the lookup reads from that trace's first start on.
     const late = byTrace(7).slice(1);
@@ -242,5 +242,68 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     }
     const [t7] = await store.query("SELECT DISTINCT customer_id FROM spans WHERE trace_id = 't7'");
     expect(t7).toEqual({ customer_id: 'cust-3' });
+  });
+  it("brings today's trace list up to date from its list and touches, reading none of today's rollup rows", async () => {
+    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
+    const byTrace = (t: number) => rows.filter((r) => r.trace_id === `t${t}`);
+    const price = pricer(firstPrices);
+    // A later span of a stored trace, costly enough to lift it from below the list of three to the top.
+    const late = (t: number, inputTokens: number) =>
+      payloadToRows(
+        makePayload({
+          traces: [
+            makeTrace({
+              traceId: `t${t}`,
+              spans: [
+                makeSpan({
+                  spanId: `late-${t}-${inputTokens}`,
+                  parentSpanId: `s${t}-0`,
+                  startTime: NOW - 1000,
+                  endTime: NOW - 500,
+                  provider: 'openai',
+                  modelId: 'gpt-4o',
+                  usage: { inputTokens, outputTokens: 10 },
+                }),
+              ],
+            }),
+          ],
+        }),
+        { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt: NOW },
+        (x) => price(x),
+      );
+    const first = [1, 2, 4, 5, 7, 8].flatMap(byTrace);
+    await store.insertLines(buf(first), first.length);
+    const f = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const, limit: 3 };
+    const scan = scanning(store);
+    expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
+    // Between two reads, one batch or several (a trace touched twice: its last touch holds its row).
+    const reads = [[[...byTrace(10), ...late(1, 900_000)]], [late(2, 5)], [[...late(4, 2_000_000), ...late(10, 1)], late(4, 3), byTrace(11)]];
+    for (const batches of reads) {
+      for (const batch of batches) {
+        statements = [];
+        await store.insertLines(buf(batch), batch.length);
+        // The touch takes what was stored of the batch's traces from the lookup the insert makes anyway: it reads no rollup row.
+        const touch = statements.find((s) => s.startsWith('INSERT INTO trace_top_touches')) ?? '';
+        expect(touch).toContain('LEFT JOIN ti_known_days');
+        expect(touch).not.toMatch(/FROM traces\b/);
+      }
+      statements = [];
+      const ranked = await usageReport(store, f);
+      expect(ranked).toEqual(await usageReport(scan, f));
+      expect(await countGroups(store, { ...f, limit: undefined })).toBe(await countGroups(scan, { ...f, limit: undefined }));
+      const advance = statements.filter((s) => s.includes('ti_dadv_'));
+      expect(advance.length).toBeGreaterThan(0);
+      for (const s of advance) expect(s).not.toMatch(/FROM traces WHERE org_id = 'org_a' AND start_date = DATE '2026-11-26'/);
+      expect(statements.some((s) => s.includes('ti_top_day'))).toBe(false);
+    }
+    expect((await usageReport(store, f))[0]?.group).toBe('t4');
+    // Written to and not read: once its touches outgrow the day's groups, the day is unmarked, and rebuilt when read.
+    for (let t = 12; t < 120; t++) if (byTrace(t).length > 0) await store.insertLines(buf(byTrace(t)), byTrace(t).length);
+    const today = "start_date = DATE '2026-11-26'";
+    const state = `SELECT (SELECT count(*) FROM trace_top_days WHERE ${today})::INTEGER AS marks, (SELECT count(*) FROM trace_top_touches)::INTEGER AS touches`;
+    expect(await store.query(state)).toEqual([{ marks: 0, touches: 0 }]);
+    expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
+    expect(await countGroups(store, { ...f, limit: undefined })).toBe(await countGroups(scan, { ...f, limit: undefined }));
+    expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
   });
 });

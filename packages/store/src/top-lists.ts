@@ -20,11 +20,33 @@ export interface TopList {
   touches: string;
   /** Columns of the source kept beside the measures (each the min of the day's rows): a trace's name and customer candidates. */
   extras: readonly string[];
+  /**
+   * Whether a touch holds its group's whole row of the day as the write left it, and whether the write
+   * brought the group's first spans of that day (DuckDB, traces: the write knows its traces' rows): a read
+   * then advances the day from the list and its touches alone, without the day's rollup rows.
+   */
+  touchRows: boolean;
 }
 
 export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
-  trace: { source: 'traces', group: 'trace_id', table: 'trace_tops', marks: 'trace_top_days', touches: 'trace_top_touches', extras: ['name_c', 'customer_c'] },
-  session: { source: 'sessions_daily', group: 'session_id', table: 'session_tops', marks: 'session_top_days', touches: 'session_top_touches', extras: [] },
+  trace: {
+    source: 'traces',
+    group: 'trace_id',
+    table: 'trace_tops',
+    marks: 'trace_top_days',
+    touches: 'trace_top_touches',
+    extras: ['name_c', 'customer_c'],
+    touchRows: true,
+  },
+  session: {
+    source: 'sessions_daily',
+    group: 'session_id',
+    table: 'session_tops',
+    marks: 'session_top_days',
+    touches: 'session_top_touches',
+    extras: [],
+    touchRows: false,
+  },
 };
 
 /** How many groups a day's list keeps: rankings of up to this many groups read the lists. */
