@@ -219,7 +219,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     // Whole new traces: nothing to look up.
     const first = [1, 2, 4, 5].flatMap(byTrace);
     await store.insertLines(buf(first), first.length);
-    const known = () => statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_known_days')).at(-1) ?? '';
+    const known = () => statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_known')).at(-1) ?? '';
     expect(known()).toContain(' AND false ');
     // A late span of a stored trace (its root brings the customer): the lookup reads from that trace's first start on.
     const late = byTrace(7).slice(1);

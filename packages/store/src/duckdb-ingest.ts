@@ -209,22 +209,32 @@ export class DuckDbIngest {
       await this.file.rows('SELECT org_id, trace_id, CAST(start_date AS VARCHAR) AS d, min(start_time) AS s FROM ti_batch GROUP BY ALL')
     ).map((r) => ({ org: String(r.org_id), trace: String(r.trace_id), day: String(r.d), start: Number(r.s) }));
     const since = await this.storedSince(batchTraces);
-    // Per day first, with every measure: the top lists' touches take a trace's row of a day from it (one read of the rows, not two).
+    const known =
+      `WHERE t.${days}${since === null ? ' AND false' : since === undefined ? '' : ` AND t.last_start >= ${since}`} ` +
+      'AND EXISTS (SELECT 1 FROM ti_batch b WHERE b.org_id = t.org_id AND b.trace_id = t.trace_id)';
     const mins = (t: string) => cands.map((c) => `min(${t}${c}) AS ${c}`).join(', ');
-    const sums = MEASURES.map((m) => `sum(t.${m.name}) AS ${m.name}`).join(', ');
-    await this.file.run(
-      `CREATE OR REPLACE TEMP TABLE ti_known_days AS SELECT t.org_id, t.trace_id, t.start_date, ${sums}, ` +
-        `${mins('t.')}, min(t.first_start) AS first_start, max(t.last_start) AS last_start FROM traces t ` +
-        `WHERE t.${days}${since === null ? ' AND false' : since === undefined ? '' : ` AND t.last_start >= ${since}`} ` +
-        'AND EXISTS (SELECT 1 FROM ti_batch b WHERE b.org_id = t.org_id AND b.trace_id = t.trace_id) GROUP BY t.org_id, t.trace_id, t.start_date',
-    );
-    await this.file.run(
-      `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT org_id, trace_id, ${mins('')}, min(first_start) AS first_start, max(last_start) AS last_start ` +
-        'FROM ti_known_days GROUP BY org_id, trace_id',
-    );
-    // The batch's own trace rows, kept for the top lists' touches.
-    await this.file.run(`CREATE OR REPLACE TEMP TABLE ti_trace_rows AS ${traceDeltaSql(d, 'ti_batch', 1)}`);
-    await this.folding.bump('INSERT INTO traces SELECT * FROM ti_trace_rows');
+    const wholeRows = spans === 'new' && (await this.topLists.touchesWholeRows(range.dayLo, range.dayHi));
+    if (wholeRows) {
+      // Per day first, with every measure: the trace list's touches take a trace's row of a day from it (one read of the rows, not two).
+      const sums = MEASURES.map((m) => `sum(t.${m.name}) AS ${m.name}`).join(', ');
+      await this.file.run(
+        `CREATE OR REPLACE TEMP TABLE ti_known_days AS SELECT t.org_id, t.trace_id, t.start_date, ${sums}, ${mins('t.')}, ` +
+          `min(t.first_start) AS first_start, max(t.last_start) AS last_start FROM traces t ${known} GROUP BY t.org_id, t.trace_id, t.start_date`,
+      );
+      await this.file.run(
+        `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT org_id, trace_id, ${mins('')}, min(first_start) AS first_start, ` +
+          'max(last_start) AS last_start FROM ti_known_days GROUP BY org_id, trace_id',
+      );
+    } else
+      await this.file.run(
+        `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT t.org_id, t.trace_id, ${mins('t.')}, min(t.first_start) AS first_start, ` +
+          `max(t.last_start) AS last_start FROM traces t ${known} GROUP BY t.org_id, t.trace_id`,
+      );
+    if (wholeRows) {
+      // The batch's own trace rows, kept for the trace list's touches.
+      await this.file.run(`CREATE OR REPLACE TEMP TABLE ti_trace_rows AS ${traceDeltaSql(d, 'ti_batch', 1)}`);
+      await this.folding.bump('INSERT INTO traces SELECT * FROM ti_trace_rows');
+    } else await this.folding.bump(`INSERT INTO traces ${traceDeltaSql(d, 'ti_batch', 1)}`);
     for (const t of batchTraces) this.traceFilter.add(t.day, t.org, t.trace, t.start);
     const value = (e: string) => candidateValueSql(d, e);
     const changed = cands.map((c) => `${value(`k.${c}`)} <> ${value(`least(b.${c}, k.${c})`)}`).join(' OR ');

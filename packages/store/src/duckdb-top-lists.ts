@@ -333,6 +333,18 @@ export class DuckDbTopLists implements TopLists {
     }
   }
 
+  /**
+   * Whether new spans from `lo` to `hi` are noted with their groups' whole rows (a list with
+   * `touchRows` has a mark on one of those days): the write then keeps those rows (`knownTraceRows`).
+   */
+  async touchesWholeRows(lo: string, hi: string): Promise<boolean> {
+    if (!this.anyMarked(lo, hi)) return false;
+    const days = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi).map(dateLiteral);
+    for (const l of Object.values(TOP_LISTS))
+      if (l.touchRows && (await this.file.rows(`SELECT 1 AS x FROM ${l.marks} WHERE start_date IN (${days.join(', ')}) LIMIT 1`)).length > 0) return true;
+    return false;
+  }
+
   /** Whether any day from `lo` to `hi` may hold a mark: the marked days, not the range's (a batch can span centuries: start times are the client's). */
   private anyMarked(lo: string, hi: string): boolean {
     for (const day of this.markedDays.keys()) if (day >= lo && day <= hi) return true;
