@@ -225,16 +225,16 @@ export class DuckDbIngest {
         `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT org_id, trace_id, ${mins('')}, min(first_start) AS first_start, ` +
           'max(last_start) AS last_start FROM ti_known_days GROUP BY org_id, trace_id',
       );
-    } else
+      // The batch's own trace rows, kept for the trace list's touches.
+      await this.file.run(`CREATE OR REPLACE TEMP TABLE ti_trace_rows AS ${traceDeltaSql(d, 'ti_batch', 1)}`);
+      await this.folding.bump('INSERT INTO traces SELECT * FROM ti_trace_rows');
+    } else {
       await this.file.run(
         `CREATE OR REPLACE TEMP TABLE ti_known AS SELECT t.org_id, t.trace_id, ${mins('t.')}, min(t.first_start) AS first_start, ` +
           `max(t.last_start) AS last_start FROM traces t ${known} GROUP BY t.org_id, t.trace_id`,
       );
-    if (wholeRows) {
-      // The batch's own trace rows, kept for the trace list's touches.
-      await this.file.run(`CREATE OR REPLACE TEMP TABLE ti_trace_rows AS ${traceDeltaSql(d, 'ti_batch', 1)}`);
-      await this.folding.bump('INSERT INTO traces SELECT * FROM ti_trace_rows');
-    } else await this.folding.bump(`INSERT INTO traces ${traceDeltaSql(d, 'ti_batch', 1)}`);
+      await this.folding.bump(`INSERT INTO traces ${traceDeltaSql(d, 'ti_batch', 1)}`);
+    }
     for (const t of batchTraces) this.traceFilter.add(t.day, t.org, t.trace, t.start);
     const value = (e: string) => candidateValueSql(d, e);
     const changed = cands.map((c) => `${value(`k.${c}`)} <> ${value(`least(b.${c}, k.${c})`)}`).join(' OR ');

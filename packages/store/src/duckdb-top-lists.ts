@@ -167,12 +167,14 @@ export function advanceFromTouchesSql(list: TopList, org: string, day: string, p
   const row = [g, ...MEASURES.map((m) => m.name), ...list.extras];
   const listed = `(SELECT * FROM ${list.table} WHERE ${ofOrg} AND ${onDay})`;
   const nearGroups = `${g} IN (SELECT ${g} FROM ti_dadv_near)`;
+  const lastTouch = row
+    .slice(1)
+    .map((c) => `arg_max(${c}, spans) AS ${c}`)
+    .join(', ');
   return [
     // arg_max, not a window: a window sorts every column of every touch (about 3x the time).
-    `CREATE OR REPLACE TEMP TABLE ti_dadv_touched AS SELECT ${g}, ${row
-      .slice(1)
-      .map((c) => `arg_max(${c}, spans) AS ${c}`)
-      .join(', ')}, ` + `bool_or(fresh) AS new FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
+    `CREATE OR REPLACE TEMP TABLE ti_dadv_touched AS SELECT ${g}, ${lastTouch}, bool_or(fresh) AS new ` +
+      `FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
     `CREATE OR REPLACE TEMP TABLE ti_dadv_cand AS ` +
       `SELECT ${row.map((c) => `t.${c}`).join(', ')}, coalesce(l.multi, false) AS multi, true AS touched ` +
       `FROM ti_dadv_touched t LEFT JOIN ${listed} l ON l.${g} = t.${g} ` +
