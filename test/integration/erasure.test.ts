@@ -43,7 +43,7 @@ const SPAN_TABLES_ERASED = new Set([
   'spans',
   'traces',
   ...rollupsNaming('customer').map((r) => r.table),
-  ...Object.values(TOP_LISTS).flatMap((l) => [l.table, l.marks]),
+  ...Object.values(TOP_LISTS).flatMap((l) => [l.table, l.marks, l.touches]),
   // ClickHouse keeps each derived table's rows per derivation behind a view of its name.
   ...['traces', ...rollupsNaming('customer').map((r) => r.table)].map(derivedTable),
 ]);

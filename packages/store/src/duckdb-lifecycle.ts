@@ -151,7 +151,8 @@ export class DuckDbLifecycle {
         await file.run(`DELETE FROM spans WHERE ${where}`);
         for (const [t, w] of named) await file.run(`DELETE FROM ${t} WHERE ${w}`);
         const changed = `org_id = ${org} AND start_date IN (SELECT start_date FROM ti_erase_days)`;
-        await file.run(`DELETE FROM ${TOP_LISTS.trace.table} WHERE ${traceRows} OR (${changed})`);
+        // A trace's list rows and touches name its customer (customer_c) on every day of the trace.
+        for (const t of [TOP_LISTS.trace.table, TOP_LISTS.trace.touches]) await file.run(`DELETE FROM ${t} WHERE ${traceRows} OR (${changed})`);
         await file.run(`DELETE FROM ${TOP_LISTS.session.table} WHERE ${changed}`);
         for (const l of Object.values(TOP_LISTS)) for (const t of [l.marks, l.touches]) await file.run(`DELETE FROM ${t} WHERE ${changed}`);
         await file.run('DROP TABLE ti_erase_days');
