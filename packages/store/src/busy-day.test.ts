@@ -2,13 +2,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { payloadToRows, type SpanRow } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, payloadToRows, type SpanRow } from '@trace-ingest/shared/rows';
 import { buf, firstPrices, pricer, scanning } from '../../../test/rollup-traffic.js';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { readHistory, readSpend } from './forecast.js';
 import { countGroups, dailyCosts, GROUPS, groupLabels, reportRoute, usageReport, type GroupBy } from './reports.js';
-import type { SpanStore } from './span-store.js';
+import type { CostChange, SpanStore } from './span-store.js';
 
 const DAY = 86_400_000;
 const NOW = Date.parse('2026-11-26T15:42:10Z');
@@ -306,5 +306,108 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
     expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
     expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
+  });
+  it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
+    const price = pricer(firstPrices);
+    let n = 0;
+    /** One trace of one costed span in a session, today (or `at`), with a customer. */
+    const call = (session: string, inputTokens: number, at = NOW - 60_000, customer = 'cust-a') =>
+      payloadToRows(
+        makePayload({
+          traces: [
+            makeTrace({
+              traceId: `tr-${++n}`,
+              sessionId: session,
+              customer: { id: customer },
+              spans: [
+                makeSpan({
+                  spanId: `sp-${n}`,
+                  startTime: at,
+                  endTime: at + 500,
+                  provider: 'openai',
+                  modelId: 'gpt-4o',
+                  usage: { inputTokens, outputTokens: 10 },
+                }),
+              ],
+            }),
+          ],
+        }),
+        { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt: NOW },
+        (x) => price(x),
+      );
+    const insert = async (rows: SpanRow[]) => {
+      statements = [];
+      await store.insertLines(buf(rows), rows.length);
+    };
+    const scan = scanning(store);
+    const today = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'session' as const };
+    const twoDays = { ...today, from: TODAY - DAY };
+    const expectAsScan = async (when: string) => {
+      statements = [];
+      // The range of two days first: its read rebuilds a day before it advances today (a rebuild writes a neighbour's rows).
+      for (const range of [twoDays, today]) {
+        for (const limit of [1, 3])
+          expect(await usageReport(store, { ...range, limit }), `${when}: limit ${limit}`).toEqual(await usageReport(scan, { ...range, limit }));
+        expect(await countGroups(store, range), `${when}: sessions counted`).toBe(await countGroups(scan, range));
+      }
+      const [counted] = await store.query(
+        "SELECT (SELECT group_count FROM session_top_days WHERE start_date = DATE '2026-11-26')::INTEGER AS marked, " +
+          "(SELECT count(DISTINCT session_id) FROM spans WHERE start_date = DATE '2026-11-26')::INTEGER AS sessions",
+      );
+      expect(counted?.marked, `${when}: today's sessions counted in its mark`).toBe(counted?.sessions);
+    };
+    /** The advance's read of today's rollup rows (WHERE false when no session had to be read). */
+    const lookup = () => statements.find((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_sadv_found')) ?? '';
+    const readsToday = /FROM sessions_daily WHERE org_id = 'org_a' AND start_date = DATE '2026-11-26'/;
+    // Twelve sessions today, one of them (multi) yesterday too: the list keeps three a day.
+    await insert([
+      ...Array.from({ length: 12 }, (_, i) => call(`s${i}`, 1000 * (i + 1))).flat(),
+      ...call('multi', 500, NOW - DAY - 3_600_000),
+      ...call('erased', 700, NOW - 120_000, 'cust-e'),
+    ]);
+    await expectAsScan('first');
+    // Small sums into sessions below the list, and a small new session: nothing could enter, nothing is read.
+    await insert([...call('s0', 10), ...call('s1', 20), ...call('fresh-1', 5)]);
+    const touch = statements.find((s) => s.startsWith('INSERT INTO session_top_touches')) ?? '';
+    expect(touch).toContain('LEFT JOIN ti_new_session_id');
+    expect(touch).not.toMatch(/FROM sessions_daily\b/);
+    await expectAsScan('small sums');
+    expect(lookup()).toContain('WHERE false');
+    expect(statements.filter((s) => s.includes('ti_sadv_')).some((s) => readsToday.test(s))).toBe(false);
+    // They keep what was added to them, taken in already: the next read finds the day current and advances nothing.
+    const carried = 'SELECT session_id FROM session_top_touches WHERE fresh IS NULL AND spans > 0 ORDER BY session_id';
+    expect(await store.query(carried)).toEqual([{ session_id: 's0' }, { session_id: 's1' }]);
+    await expectAsScan('nothing new');
+    expect(statements.some((s) => s.includes('ti_sadv_'))).toBe(false);
+    // A session below the list that could now lead it: its row of today is read, and it ranks first.
+    await insert(call('s2', 50_000));
+    await expectAsScan('a session lifted');
+    expect(lookup()).toMatch(readsToday);
+    expect((await usageReport(store, { ...today, limit: 1 }))[0]?.group).toBe('s2');
+    // A listed session grows, a costly new one enters, the one of two days gets its first span today.
+    await insert([...call('s11', 100), ...call('fresh-2', 90_000), ...call('multi', 10)]);
+    await expectAsScan('new and listed');
+    expect((await usageReport(store, { ...today, limit: 1 }))[0]?.group).toBe('fresh-2');
+    // Today's touches of the session of two days, then yesterday rebuilt (its costs rewritten): it writes that
+    // session's row of today from the rollups, which hold those touches already.
+    await insert(call('multi', 30_000));
+    const [y] = await store.query("SELECT * FROM spans WHERE session_id = 'multi' AND start_date = DATE '2026-11-25'");
+    const costs = Object.fromEntries([...COST_COLUMNS, 'priced', 'price_source'].map((c) => [c, y?.[c] === undefined ? undefined : String(y[c])]));
+    await store.updateCosts([
+      {
+        ...costs,
+        priced: y?.priced === true,
+        org_id: 'org_a',
+        trace_id: String(y?.trace_id),
+        span_id: String(y?.span_id),
+        start_time: Number(y?.start_time),
+      } as CostChange,
+    ]);
+    await expectAsScan('a neighbour rebuilt');
+    // A session erased with its customer, then sent again: new to the day once more.
+    await store.erase('org_a', { kind: 'customer', id: 'cust-e' }, false);
+    await expectAsScan('erased');
+    await insert(call('erased', 10, NOW - 60_000, 'cust-f'));
+    await expectAsScan('sent again');
   });
 });

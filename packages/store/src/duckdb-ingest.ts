@@ -263,6 +263,10 @@ export class DuckDbIngest {
       );
       for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
       this.folding.touch(await this.file.days(`spans WHERE ${window} AND ${moved}`));
+      await this.topLists.noteMoved(
+        'session',
+        `SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d, session_id AS g FROM spans WHERE ${window} AND ${moved}`,
+      );
       // A moved span leaves one session's costs for another's; a trace's costs stay, and the batch touches its traces below.
       await this.topLists.unmark(
         'ti_batch',
@@ -271,6 +275,8 @@ export class DuckDbIngest {
         ['session'],
       );
     }
+    // Which sessions are new to their day is told from what was stored before this batch's rows.
+    if (spans === 'new') await this.topLists.beforeAdd('ti_batch', range.dayLo, range.dayHi);
     // ti_batch is in start-time order already (withBatchFile), which keeps row groups' start-time ranges narrow.
     await this.file.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch`);
     for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
@@ -278,7 +284,11 @@ export class DuckDbIngest {
     this.folding.touch(await this.file.days('ti_batch'));
     if (spans === 'new')
       await this.topLists.touch({ spans: 'ti_batch', traceRows: 'ti_trace_rows', knownTraceRows: 'ti_known_days' }, range.dayLo, range.dayHi);
-    else await this.topLists.unmark('ti_batch', range.dayLo, range.dayHi);
+    else {
+      await this.topLists.unmark('ti_batch', range.dayLo, range.dayHi);
+      // The rows replaced may have been a session's last of their day.
+      this.topLists.forgetStored(range.dayLo, range.dayHi);
+    }
   }
 
   /**

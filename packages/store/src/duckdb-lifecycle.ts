@@ -14,6 +14,7 @@ import {
 } from '@trace-ingest/shared/lifecycle';
 import { sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { RollupFolding } from './duckdb-rollup-folding.js';
+import type { DuckDbTopLists } from './duckdb-top-lists.js';
 import { dateLiteral, TOP_LISTS } from './top-lists.js';
 
 /** Rows one retention window aims at: a delete or update that size commits quickly enough to leave inserts waiting little. */
@@ -23,6 +24,7 @@ export class DuckDbLifecycle {
   constructor(
     private readonly file: DuckDbFile,
     private readonly folding: RollupFolding,
+    private readonly topLists: DuckDbTopLists,
   ) {}
 
   /**
@@ -157,6 +159,8 @@ export class DuckDbLifecycle {
         for (const l of Object.values(TOP_LISTS)) for (const t of [l.marks, l.touches]) await file.run(`DELETE FROM ${t} WHERE ${changed}`);
         await file.run('DROP TABLE ti_erase_days');
       });
+      // Sessions may have left their days: the next write into a marked day reads which are stored again.
+      this.topLists.forgetStored();
       this.folding.touch(days);
       await this.folding.compactNow(true);
       await file.run('DROP TABLE IF EXISTS ti_erase');

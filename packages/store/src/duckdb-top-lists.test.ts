@@ -17,9 +17,15 @@ describe('top lists', () => {
   it('rebuilds nothing for no days, and marks exactly the days it rebuilt', () => {
     expect(rebuildTopListSql(TOP_LISTS.trace, "'org_a'", [], 10)).toEqual([]);
     const sql = rebuildTopListSql(TOP_LISTS.session, "'org_a'", ['2026-10-05', '2026-10-07'], 10).join(';\n');
-    expect(sql).toContain("INSERT INTO session_top_days SELECT 'org_a', v.d");
+    expect(sql).toContain("INSERT INTO session_top_days (org_id, start_date, group_count) SELECT 'org_a', v.d");
     expect(sql).toContain("VALUES (DATE '2026-10-05'), (DATE '2026-10-07')");
-    expect(sql).toContain('day_rank <= 10 OR multi');
+    // A session list keeps twice the ranks, and the cost of the first session past them as its floor.
+    expect(sql).toContain('k.day_rank <= 20 OR k.multi');
+    expect(sql).toContain('UPDATE session_top_days SET floor_cost = k.total_cost FROM ti_top_kept k');
+    expect(sql).toContain('k.day_rank = 21');
+    const traces = rebuildTopListSql(TOP_LISTS.trace, "'org_a'", ['2026-10-05'], 10).join(';\n');
+    expect(traces).toContain('k.day_rank <= 10 OR k.multi');
+    expect(traces).not.toContain('floor_cost');
   });
 
   it('reads the days around as ranges of days that leave out the days themselves, within the calendar', () => {

@@ -23,14 +23,42 @@
  * touched ones, and a read brings the list up to date from those alone.
  * A trace touch holds the trace's whole row of the day as its write left it
  * (the write reads what was stored of its traces anyway, to resolve their
- * fields): a read then needs the day's list and touches only, not the
- * day's rollup rows.
+ * fields); a session touch holds what the write added, and whether the
+ * session is new to the day (a filter of the day's sessions tells, without
+ * reading the day's rollup rows). A read then needs the day's list and
+ * touches, and the rollup rows of the few sessions that could enter the list.
  */
 import { addDays, daysBetween, isDayText } from '@trace-ingest/shared/dates';
-import { MEASURES } from '@trace-ingest/shared/rollups';
+import { DAILY_ROLLUPS, dailyDeltaSql, DUCKDB_ROLLUP, MEASURES } from '@trace-ingest/shared/rollups';
 import { sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { SqlPart, TopLists } from './span-store.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, unmarkedDays, type TopList, type TopListName } from './top-lists.js';
+import { TraceFilter } from './trace-filter.js';
+
+/** Days of a `deltas` list's groups the insert path keeps fingerprints of (live traffic writes into one or two). */
+const GROUP_FILTER_DAYS = 4;
+
+/**
+ * The ranks a day's list keeps: a `deltas` list keeps twice those a ranking reads, so that the groups below
+ * it (its floor) cost well under its Nth, and what a write adds to one of them rarely could lift it that far.
+ */
+const keptRanks = (l: TopList, perDay: number): number => (l.touchKind === 'deltas' ? 2 : 1) * Math.max(0, Math.trunc(perDay));
+
+/** A touch a read has not taken in yet (a `deltas` list keeps the ones it took in and left unread, fresh NULL). */
+const NEW_TOUCH = 'fresh IS NOT NULL';
+
+/** The temp table (in a write's transaction) of the groups of a `deltas` list the write brings to a day for the first time. */
+const newGroupsTable = (l: TopList): string => `ti_new_${l.group}`;
+
+/**
+ * For a `deltas` list: statements, run after `near` (a day's rows of some groups, read from the rollups) was written
+ * into the list, that zero what the touches of those days and groups hold: the list rows hold all of it now.
+ */
+function nearTouchesSql(l: TopList, near: string): string[] {
+  if (l.touchKind !== 'deltas') return [];
+  const match = ['org_id', 'start_date', l.group].map((k) => `${l.touches}.${k} = n.${k}`).join(' AND ');
+  return [`UPDATE ${l.touches} SET ${MEASURES.map((m) => `${m.name} = 0`).join(', ')} FROM ${near} n WHERE ${match}`];
+}
 
 /** A list's rows for `where`: one per org, day and group, its partial rollup rows summed. */
 function dayRowsSql(list: TopList, where: string): string {
@@ -76,7 +104,8 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
   const inDays = `start_date IN (${days.map(dateLiteral).join(', ')})`;
   const near = `start_date BETWEEN ${dateLiteral(first)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(last)} + ${TOP_LISTS_WINDOW_DAYS}`;
   const ofOrg = `org_id = ${org}`;
-  const n = Math.max(0, Math.trunc(perDay));
+  const n = keptRanks(list, perDay);
+  const deltas = list.touchKind === 'deltas';
   return [
     // Keys and cost alone: grouping every measure of every group of a day was most of a rebuild.
     `CREATE OR REPLACE TEMP TABLE ti_top_day AS SELECT org_id, start_date, ${g}, sum(total_cost) AS total_cost FROM ${list.source} ` +
@@ -84,19 +113,28 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
     // The neighbouring days' rows of the groups seen on these days: those groups have more than one day.
     `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${aroundSql(days)} AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
     `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1`,
-    `CREATE OR REPLACE TEMP TABLE ti_top_kept AS SELECT start_date, ${g}, ` +
+    // A `deltas` list's floor is the cost of the first group past its ranks, kept here for the marks.
+    `CREATE OR REPLACE TEMP TABLE ti_top_kept AS SELECT start_date, ${g}, total_cost, ` +
       `row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS day_rank, ${g} IN (SELECT ${g} FROM ti_top_multi) AS multi ` +
-      `FROM ti_top_day QUALIFY day_rank <= ${n} OR multi`,
+      `FROM ti_top_day QUALIFY day_rank <= ${deltas ? n + 1 : n} OR multi`,
     `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${inDays} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_top_multi)))`,
     // Every measure, of the groups kept only.
     `INSERT INTO ${list.table} SELECT d.*, k.day_rank, k.multi ` +
       `FROM (${dayRowsSql(list, `${ofOrg} AND ${inDays} AND ${g} IN (SELECT ${g} FROM ti_top_kept)`)}) d ` +
-      `JOIN ti_top_kept k ON k.start_date = d.start_date AND k.${g} = d.${g}`,
+      `JOIN ti_top_kept k ON k.start_date = d.start_date AND k.${g} = d.${g} WHERE k.day_rank <= ${n} OR k.multi`,
     `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_top_near`,
+    ...nearTouchesSql(list, 'ti_top_near'),
     `DELETE FROM ${list.marks} WHERE ${ofOrg} AND ${inDays}`,
     `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${inDays}`,
-    `INSERT INTO ${list.marks} SELECT ${org}, v.d, coalesce(c.n, 0) FROM (VALUES ${days.map((d) => `(${dateLiteral(d)})`).join(', ')}) v(d) ` +
+    `INSERT INTO ${list.marks} (org_id, start_date, group_count) SELECT ${org}, v.d, coalesce(c.n, 0) ` +
+      `FROM (VALUES ${days.map((d) => `(${dateLiteral(d)})`).join(', ')}) v(d) ` +
       'LEFT JOIN (SELECT start_date, count(*) AS n FROM ti_top_day GROUP BY start_date) c ON c.start_date = v.d',
+    ...(deltas
+      ? [
+          `UPDATE ${list.marks} SET floor_cost = k.total_cost FROM ti_top_kept k ` +
+            `WHERE ${list.marks}.${ofOrg} AND ${list.marks}.start_date = k.start_date AND k.day_rank = ${n + 1}`,
+        ]
+      : []),
     'DROP TABLE ti_top_day',
     'DROP TABLE ti_top_near',
     'DROP TABLE ti_top_multi',
@@ -104,57 +142,103 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
   ];
 }
 
+/** The statements of an advance of a `deltas` list (see advanceFromDeltasSql), run in one transaction in this order. */
+export interface DeltaAdvance {
+  prepare: string[];
+  /** A query of how many groups must be read from the rollups (a row with `n`). */
+  looks: string;
+  /** Reads them: `any` false when `looks` counted none (the statement then reads no row). */
+  lookup: (any: boolean) => string;
+  finish: string[];
+}
+
 /**
  * The statements, run in one transaction, that bring the list of `day` (a
- * marked day with touches) of one org up to date. Costs only grew since the
- * mark, so a group that was neither listed nor touched still ranks below the
- * listed groups that ranked above it: the day's first N, and every rank up to
- * N, are those among the listed and touched groups, whose rows of the day
- * are read alone. A touched group not known to span days yet is looked up on
- * the days around (as a rebuild would), and one seen there joins the
- * multi-day rows. A touched group is new to the day when every span it has
- * there came after the mark, which updates the day's group count.
+ * marked day with touches) of one org up to date, for a list whose touches
+ * hold what each write added (`deltas`). Costs only grew since the list was
+ * current, so the day's first N are among its listed groups and the touched
+ * ones. A listed group's row is its list row plus its touches; a group new
+ * to the day is its touches. Any other touched group cost at most the day's
+ * floor (its mark's) when the list was current, and so now at most the floor
+ * plus its touches: it is read from the day's rollup rows only when that
+ * bound reaches the Nth cost of the known rows, or when it turns out to span
+ * days; otherwise it keeps its touches, which add up until it is read. The
+ * list keeps twice N ranks, the floor rises to the costliest known row left
+ * out, and, as in advanceFromTouchesSql, touched groups not known to span
+ * days are looked up on the days around and the groups new to the day are
+ * counted.
  */
-export function advanceTopListSql(list: TopList, org: string, day: string, perDay: number): string[] {
+export function advanceFromDeltasSql(list: TopList, org: string, day: string, perDay: number): DeltaAdvance {
+  if (list.extras.length > 0) throw new Error(`the ${list.table} list keeps columns beyond the measures; its touches cannot hold deltas of them`);
   const g = list.group;
   const ofOrg = `org_id = ${org}`;
   const onDay = `start_date = ${dateLiteral(day)}`;
   const near = `start_date BETWEEN ${dateLiteral(day)} - ${TOP_LISTS_WINDOW_DAYS} AND ${dateLiteral(day)} + ${TOP_LISTS_WINDOW_DAYS}`;
-  const around = aroundSql([day]);
   const n = Math.max(0, Math.trunc(perDay));
-  return [
-    `CREATE OR REPLACE TEMP TABLE ti_adv_touched AS SELECT ${g}, sum(spans) AS added FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
-    `CREATE OR REPLACE TEMP TABLE ti_adv_multi AS SELECT DISTINCT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay} AND multi`,
-    // Keys, cost and spans alone, as a rebuild does: every measure is summed for the groups kept only.
-    `CREATE OR REPLACE TEMP TABLE ti_adv_cost AS SELECT ${g}, sum(total_cost) AS total_cost, sum(spans) AS spans FROM ${list.source} ` +
-      `WHERE ${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_touched UNION SELECT ${g} FROM ${list.table} WHERE ${ofOrg} AND ${onDay}) ` +
-      `GROUP BY ${g} HAVING sum(spans) <> 0`,
-    `CREATE OR REPLACE TEMP TABLE ti_adv_near AS ${dayRowsSql(
-      list,
-      `${ofOrg} AND ${around} AND ${g} IN (SELECT ${g} FROM ti_adv_touched EXCEPT SELECT ${g} FROM ti_adv_multi)`,
-    )}`,
-    `INSERT INTO ti_adv_multi SELECT DISTINCT ${g} FROM ti_adv_near`,
-    `CREATE OR REPLACE TEMP TABLE ti_adv_kept AS SELECT ${g}, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank, ` +
-      `${g} IN (SELECT ${g} FROM ti_adv_multi) AS multi FROM ti_adv_cost QUALIFY day_rank <= ${n} OR multi`,
-    `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${onDay} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_adv_near)))`,
-    `INSERT INTO ${list.table} SELECT d.*, k.day_rank, k.multi ` +
-      `FROM (${dayRowsSql(list, `${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_adv_kept)`)}) d JOIN ti_adv_kept k ON k.${g} = d.${g}`,
-    `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_adv_near`,
-    `UPDATE ${list.marks} SET group_count = group_count + ` +
-      `(SELECT count(*) FROM ti_adv_cost c JOIN ti_adv_touched t ON t.${g} = c.${g} WHERE c.spans = t.added) WHERE ${ofOrg} AND ${onDay}`,
-    `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${onDay}`,
-    ...['ti_adv_touched', 'ti_adv_multi', 'ti_adv_cost', 'ti_adv_near', 'ti_adv_kept'].map((t) => `DROP TABLE ${t}`),
-  ];
+  const keep = keptRanks(list, perDay);
+  const ms = MEASURES.map((m) => m.name);
+  const listed = `(SELECT * FROM ${list.table} WHERE ${ofOrg} AND ${onDay})`;
+  const nearGroups = `${g} IN (SELECT ${g} FROM ti_sadv_near)`;
+  const mark = `${list.marks}.${ofOrg} AND ${list.marks}.${onDay}`;
+  return {
+    prepare: [
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_touched AS SELECT ${g}, ${ms.map((m) => `sum(${m}) AS ${m}`).join(', ')}, bool_or(fresh) AS new ` +
+        `FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
+      // exact: the group's whole row of the day is known (listed, or new to the day); the other touched groups hold what was added.
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_cand AS SELECT t.${g}, ${ms.map((m) => `coalesce(l.${m}, 0) + t.${m} AS ${m}`).join(', ')}, ` +
+        `coalesce(l.multi, false) AS multi, true AS touched, l.${g} IS NOT NULL OR t.new AS exact, t.new AS new ` +
+        `FROM ti_sadv_touched t LEFT JOIN ${listed} l ON l.${g} = t.${g} ` +
+        `UNION ALL SELECT l.${g}, ${ms.map((m) => `l.${m}`).join(', ')}, l.multi, false, true, false FROM ${listed} l ` +
+        `WHERE NOT EXISTS (SELECT 1 FROM ti_sadv_touched t WHERE t.${g} = l.${g})`,
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_near AS ${dayRowsSql(
+        list,
+        `${ofOrg} AND ${aroundSql([day])} AND ${g} IN (SELECT ${g} FROM ti_sadv_cand WHERE touched AND NOT multi)`,
+      )}`,
+      // No floor: every group of the day was listed. No Nth: fewer known rows than N, so every touched group is read.
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_bound AS SELECT ` +
+        `coalesce((SELECT floor_cost FROM ${list.marks} WHERE ${ofOrg} AND ${onDay}), 0) AS floor, ` +
+        `${n === 0 ? 'NULL' : `(SELECT total_cost FROM ti_sadv_cand WHERE exact ORDER BY total_cost DESC LIMIT 1 OFFSET ${n - 1})`} AS nth`,
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_look AS SELECT c.${g}, c.${nearGroups} OR b.nth IS NULL OR c.total_cost + b.floor >= b.nth AS look ` +
+        `FROM ti_sadv_cand c, ti_sadv_bound b WHERE NOT c.exact`,
+    ],
+    looks: 'SELECT count(*) AS n FROM ti_sadv_look WHERE look',
+    lookup: (any) =>
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_found AS ${dayRowsSql(
+        list,
+        any ? `${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_sadv_look WHERE look)` : 'false',
+      )}`,
+    finish: [
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_final AS SELECT *, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank FROM (` +
+        `SELECT ${g}, ${ms.join(', ')}, multi FROM ti_sadv_cand WHERE exact ` +
+        `UNION ALL SELECT f.${g}, ${ms.map((m) => `f.${m}`).join(', ')}, c.multi FROM ti_sadv_found f JOIN ti_sadv_cand c ON c.${g} = f.${g})`,
+      `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${onDay} OR (${near} AND ${nearGroups}))`,
+      `INSERT INTO ${list.table} SELECT ${org}, ${dateLiteral(day)}, ${g}, ${ms.join(', ')}, day_rank, multi OR ${nearGroups} ` +
+        `FROM ti_sadv_final WHERE day_rank <= ${keep} OR multi OR ${nearGroups}`,
+      `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_sadv_near`,
+      ...nearTouchesSql(list, 'ti_sadv_near'),
+      // A group read from the rollups whose row is what its touches added is new too (a fingerprint shared with a stored one).
+      `UPDATE ${list.marks} SET group_count = group_count + (SELECT count(*) FROM ti_sadv_cand WHERE new) + ` +
+        `(SELECT count(*) FROM ti_sadv_found f JOIN ti_sadv_cand c ON c.${g} = f.${g} WHERE f.spans = c.spans), ` +
+        `floor_cost = greatest(coalesce(floor_cost, 0), coalesce((SELECT max(total_cost) FROM ti_sadv_final ` +
+        `WHERE day_rank > ${keep} AND NOT multi AND NOT ${nearGroups}), 0)) WHERE ${mark}`,
+      `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${onDay}`,
+      // The groups left unread keep what was added to them, in one touch each (fresh NULL: nothing new to a read): their
+      // bound is the floor they had plus all that was added since.
+      `INSERT INTO ${list.touches} (org_id, start_date, ${g}, ${ms.join(', ')}, fresh) SELECT ${org}, ${dateLiteral(day)}, ${g}, ${ms.join(', ')}, NULL ` +
+        `FROM ti_sadv_touched WHERE ${g} IN (SELECT ${g} FROM ti_sadv_look WHERE NOT look)`,
+      ...['ti_sadv_touched', 'ti_sadv_cand', 'ti_sadv_near', 'ti_sadv_bound', 'ti_sadv_look', 'ti_sadv_found', 'ti_sadv_final'].map((t) => `DROP TABLE ${t}`),
+    ],
+  };
 }
 
 /**
  * The statements, run in one transaction, that bring the list of `day` (a
  * marked day with touches) of one org up to date from its list rows and
  * touches alone, for a list whose touches hold each group's whole row of the
- * day (`touchRows`): it costs what was written since the mark, not the day.
+ * day (`rows`): it costs what was written since the mark, not the day.
  * A touched group's row is its last touch's (rows only grow, so the one
- * with the most spans); the others keep their list rows. As in
- * advanceTopListSql, the day's first N are among those groups, touched
+ * with the most spans); the others keep their list rows. Costs only grew,
+ * so the day's first N are among those groups; touched
  * groups not known to span days are looked up on the days around, and a
  * group whose first touch brought its first spans of the day is counted.
  */
@@ -214,10 +298,11 @@ export interface TouchSources {
 
 /**
  * Notes in `list` the groups the new spans add to on `days` (marked days, as
- * text) of `orgs` (SQL string literals): with the spans each adds, or, for a
- * list with `touchRows`, with the group's whole row of the day as the write
- * left it (what was stored of it, plus the write's) and whether the write
- * brought its first spans of that day. A touch of a day without a
+ * text) of `orgs` (SQL string literals), each with whether the write brought
+ * its first spans of that day (a `deltas` list: the groups DuckDbTopLists.beforeAdd
+ * found new), and with what the write added to each measure
+ * (`deltas`) or the group's whole row of the day as the write left it (what
+ * was stored of it, plus the write's: `rows`). A touch of a day without a
  * mark of its org and list is harmless: that day is rebuilt when read, which
  * drops its touches.
  */
@@ -225,7 +310,17 @@ export function touchSql(from: TouchSources, l: TopList, days: readonly string[]
   if (days.length === 0 || orgs.length === 0) return undefined;
   const where = (t: string) => `${t}start_date IN (${days.map(dateLiteral).join(', ')}) AND ${t}org_id IN (${orgs.join(', ')})`;
   const keys = `org_id, start_date, ${l.group}`;
-  if (!l.touchRows) return `INSERT INTO ${l.touches} SELECT ${keys}, count(*) FROM ${from.spans} WHERE ${where('')} GROUP BY ${keys}`;
+  if (l.touchKind === 'deltas') {
+    const rollup = DAILY_ROLLUPS.find((r) => r.table === l.source);
+    if (rollup === undefined) throw new Error(`no daily rollup ${l.source}`);
+    const fresh = ['org_id', 'start_date', l.group].map((k) => `f.${k} = w.${k}`).join(' AND ');
+    return (
+      `INSERT INTO ${l.touches} (${keys}, ${MEASURES.map((m) => m.name).join(', ')}, fresh) ` +
+      `SELECT w.org_id, w.start_date, w.${l.group}, ${MEASURES.map((m) => `sum(w.${m.name})`).join(', ')}, bool_or(f.${l.group} IS NOT NULL) ` +
+      `FROM (${dailyDeltaSql(DUCKDB_ROLLUP, from.spans, 1, where(''), rollup)}) w LEFT JOIN ${newGroupsTable(l)} f ON ${fresh} ` +
+      `GROUP BY w.org_id, w.start_date, w.${l.group}`
+    );
+  }
   const match = ['org_id', 'start_date', l.group].map((k) => `k.${k} = w.${k}`).join(' AND ');
   const row = [...MEASURES.map((m) => `coalesce(k.${m.name}, 0) + w.${m.name}`), ...l.extras.map((e) => `least(k.${e}, w.${e})`)];
   return (
@@ -268,6 +363,16 @@ export function groupCountSql(list: TopList, orgId: string, fromDay: string, toD
 export class DuckDbTopLists implements TopLists {
   /** Days that may hold a mark, with the orgs that may hold one (any list): a write whose days hold none has nothing to unmark or touch. */
   private readonly markedDays = new Map<string, Set<string>>();
+  /**
+   * Per `deltas` list, the groups stored on the days writes touched while marked, so a write tells a group new to its
+   * day without reading the day's rollup rows. It may name a group that is not stored (a shared fingerprint, or one whose
+   * rows went: an advance reads such a group's rows when it could rank), never miss one that is.
+   */
+  private readonly stored = new Map<TopList, TraceFilter>(
+    Object.values(TOP_LISTS)
+      .filter((l) => l.touchKind === 'deltas')
+      .map((l) => [l, new TraceFilter(GROUP_FILTER_DAYS)]),
+  );
 
   constructor(
     private readonly file: DuckDbFile,
@@ -279,6 +384,7 @@ export class DuckDbTopLists implements TopLists {
    * file's one writer (the DATA_DIR lock) and only after the set has their days.
    */
   async opened(): Promise<void> {
+    this.forgetStored();
     for (const l of Object.values(TOP_LISTS))
       for (const r of await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks}`))
         this.noteMark(String(r.d), String(r.org_id));
@@ -315,6 +421,11 @@ export class DuckDbTopLists implements TopLists {
    * which keeps the marks. Nothing when none of those days was marked.
    */
   async touch(from: TouchSources, lo: string, hi: string): Promise<void> {
+    await this.touchMarked(from, lo, hi);
+    for (const l of this.stored.keys()) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
+  }
+
+  private async touchMarked(from: TouchSources, lo: string, hi: string): Promise<void> {
     if (!this.anyMarked(lo, hi)) return;
     // The marks of the days that may hold one, as literal days and orgs: the batch is small and a join was most of a touch's cost.
     const candidates = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi);
@@ -336,14 +447,83 @@ export class DuckDbTopLists implements TopLists {
   }
 
   /**
-   * Whether new spans from `lo` to `hi` are noted with their groups' whole rows (a list with
-   * `touchRows` has a mark on one of those days): the write then keeps those rows (`knownTraceRows`).
+   * Before new spans (in `source`, their fields resolved, from `lo` to `hi`) go into the rollups: for each `deltas` list,
+   * finds which of their groups are new to a marked day of their org (the table touchSql joins), and notes every group
+   * of theirs in the filter of the days it holds. A marked day's filter is loaded first, from the rows stored before.
+   */
+  async beforeAdd(source: string, lo: string, hi: string): Promise<void> {
+    for (const [l, filter] of this.stored) {
+      const marked = new Set<string>();
+      if (this.anyMarked(lo, hi)) {
+        const candidates = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi);
+        for (const r of await this.file.rows(
+          `SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks} WHERE start_date IN (${candidates.map(dateLiteral).join(', ')})`,
+        ))
+          marked.add(`${String(r.d)}\0${String(r.org_id)}`);
+      }
+      const markedDays = new Set([...marked].map((k) => k.slice(0, k.indexOf('\0'))));
+      for (const day of markedDays)
+        if (!filter.has(day)) {
+          // Once per day and process (and after a write that may have taken groups off it): the day's groups, in one pass.
+          const rows = await this.file.rows(`SELECT DISTINCT org_id, ${l.group} AS g FROM ${l.source} WHERE start_date = ${dateLiteral(day)}`);
+          filter.load(
+            day,
+            rows.map((r) => [String(r.org_id), String(r.g), 0] as const),
+            markedDays,
+          );
+        }
+      const days = filter.loadedBetween(lo, hi);
+      const fresh: string[] = [];
+      if (days.length > 0) {
+        const groups = await this.file.rows(
+          `SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d, ${l.group} AS g FROM ${source} WHERE start_date IN (${days.map(dateLiteral).join(', ')})`,
+        );
+        for (const r of groups) {
+          const [org, day, g] = [String(r.org_id), String(r.d), String(r.g)];
+          if (marked.has(`${day}\0${org}`) && filter.since([day], org, g) === undefined)
+            fresh.push(`(${sqlString(org)}, ${dateLiteral(day)}, ${sqlString(g)})`);
+          filter.add(day, org, g, 0);
+        }
+      }
+      await this.file.run(
+        fresh.length === 0
+          ? `CREATE OR REPLACE TEMP TABLE ${newGroupsTable(l)} AS SELECT CAST(NULL AS VARCHAR) AS org_id, CAST(NULL AS DATE) AS start_date, ` +
+              `CAST(NULL AS VARCHAR) AS ${l.group} WHERE false`
+          : `CREATE OR REPLACE TEMP TABLE ${newGroupsTable(l)} AS SELECT * FROM (VALUES ${fresh.join(', ')}) v(org_id, start_date, ${l.group})`,
+      );
+    }
+  }
+
+  /**
+   * Rows of groups may have left the days from `lo` to `hi` (a replacement), or any day (an erasure): the filters of
+   * those days are read again when next needed, so a group that came back counts as new to its day.
+   */
+  forgetStored(lo?: string, hi?: string): void {
+    for (const filter of this.stored.values())
+      if (lo === undefined || hi === undefined) filter.clear();
+      else filter.forgetBetween(lo, hi);
+  }
+
+  /**
+   * Spans stored earlier moved to other groups (a trace's session learned late): `moved` (a query of the days as
+   * text, `d`, orgs and the groups as `g`, in the write's transaction) notes those groups on the days each filter holds.
+   */
+  async noteMoved(list: TopListName, moved: string): Promise<void> {
+    const filter = this.stored.get(TOP_LISTS[list]);
+    if (filter === undefined || filter.loadedBetween('0000-01-01', '9999-12-31').length === 0) return;
+    for (const r of await this.file.rows(moved)) filter.add(String(r.d), String(r.org_id), String(r.g), 0);
+  }
+
+  /**
+   * Whether new spans from `lo` to `hi` are noted with their groups' whole rows (a list whose touches are
+   * `rows` has a mark on one of those days): the write then keeps those rows (`knownTraceRows`).
    */
   async touchesWholeRows(lo: string, hi: string): Promise<boolean> {
     if (!this.anyMarked(lo, hi)) return false;
     const days = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi).map(dateLiteral);
     for (const l of Object.values(TOP_LISTS))
-      if (l.touchRows && (await this.file.rows(`SELECT 1 AS x FROM ${l.marks} WHERE start_date IN (${days.join(', ')}) LIMIT 1`)).length > 0) return true;
+      if (l.touchKind === 'rows' && (await this.file.rows(`SELECT 1 AS x FROM ${l.marks} WHERE start_date IN (${days.join(', ')}) LIMIT 1`)).length > 0)
+        return true;
     return false;
   }
 
@@ -377,7 +557,7 @@ export class DuckDbTopLists implements TopLists {
     };
     // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
     const [current] = await this.file.query(
-      `SELECT (SELECT count(*) FROM ${list.marks} WHERE ${range}) AS marked, (SELECT count(*) FROM ${list.touches} WHERE ${range}) AS touched`,
+      `SELECT (SELECT count(*) FROM ${list.marks} WHERE ${range}) AS marked, (SELECT count(*) FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH}) AS touched`,
     );
     if (daysBetween(fromDay, toDay) === Number(current?.marked ?? 0) && Number(current?.touched ?? 0) === 0) return;
     for (;;) {
@@ -393,7 +573,10 @@ export class DuckDbTopLists implements TopLists {
           const empty = days.filter((day) => day < lo || day > hi);
           for (const day of empty) this.noteMark(day, orgId);
           if (empty.length > 0)
-            await this.file.run(`INSERT INTO ${list.marks} SELECT ${org}, d, 0 FROM (VALUES ${empty.map((day) => `(${dateLiteral(day)})`).join(', ')}) v(d)`);
+            await this.file.run(
+              `INSERT INTO ${list.marks} (org_id, start_date, group_count) SELECT ${org}, d, 0 ` +
+                `FROM (VALUES ${empty.map((day) => `(${dateLiteral(day)})`).join(', ')}) v(d)`,
+            );
           days = days.filter((day) => day >= lo && day <= hi);
         }
         const chunk = days.slice(0, TOP_LISTS_CHUNK_DAYS);
@@ -409,13 +592,20 @@ export class DuckDbTopLists implements TopLists {
 
   /** Advances up to a chunk of the range's touched days (every one marked: a touch needs a mark, an unmark drops touches); true when none is left. */
   private async advance(list: TopList, org: string, range: string): Promise<boolean> {
-    const touched = (await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} ORDER BY d`)).map((r) =>
-      String(r.d),
-    );
+    const touched = (
+      await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH} ORDER BY d`)
+    ).map((r) => String(r.d));
     for (const day of touched.slice(0, TOP_LISTS_CHUNK_DAYS))
       await this.file.transaction(async () => {
-        const sql = list.touchRows ? advanceFromTouchesSql(list, org, day, this.perDay) : advanceTopListSql(list, org, day, this.perDay);
-        for (const s of sql) await this.file.run(s);
+        if (list.touchKind === 'rows') {
+          for (const s of advanceFromTouchesSql(list, org, day, this.perDay)) await this.file.run(s);
+          return;
+        }
+        const a = advanceFromDeltasSql(list, org, day, this.perDay);
+        for (const s of a.prepare) await this.file.run(s);
+        const [looks] = await this.file.rows(a.looks);
+        await this.file.run(a.lookup(Number(looks?.n ?? 0) > 0));
+        for (const s of a.finish) await this.file.run(s);
       });
     return touched.length <= TOP_LISTS_CHUNK_DAYS;
   }

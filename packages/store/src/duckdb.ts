@@ -61,7 +61,7 @@ export class DuckDbSpanStore implements SpanStore {
     this.lists = new DuckDbTopLists(this.file, opts.topListsPerDay ?? TOP_LISTS_PER_DAY);
     this.topLists = this.lists;
     this.ingest = new DuckDbIngest(this.file, this.folding, this.lists);
-    this.lifecycle = new DuckDbLifecycle(this.file, this.folding);
+    this.lifecycle = new DuckDbLifecycle(this.file, this.folding, this.lists);
   }
 
   /** Each attach of a writable file, the first and any reopening: what the parts derive from the file is read again. */

@@ -21,11 +21,13 @@ export interface TopList {
   /** Columns of the source kept beside the measures (each the min of the day's rows): a trace's name and customer candidates. */
   extras: readonly string[];
   /**
-   * Whether a touch holds its group's whole row of the day as the write left it, and whether the write
-   * brought the group's first spans of that day (DuckDB, traces: the write knows its traces' rows): a read
-   * then advances the day from the list and its touches alone, without the day's rollup rows.
+   * What a touch (DuckDB) holds beside whether the write brought the group's first spans of that day:
+   * `rows`, the group's whole row of the day as the write left it (traces: the write reads its traces'
+   * stored rows anyway); `deltas`, what the write added to each measure (sessions: a write would have to
+   * read the day's rollup rows to know more). Either way a read advances the day from the list and its
+   * touches, reading the day's rollup rows of a few groups at most.
    */
-  touchRows: boolean;
+  touchKind: 'rows' | 'deltas';
 }
 
 export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
@@ -36,7 +38,7 @@ export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
     marks: 'trace_top_days',
     touches: 'trace_top_touches',
     extras: ['name_c', 'customer_c'],
-    touchRows: true,
+    touchKind: 'rows',
   },
   session: {
     source: 'sessions_daily',
@@ -45,7 +47,7 @@ export const TOP_LISTS: Readonly<Record<TopListName, TopList>> = {
     marks: 'session_top_days',
     touches: 'session_top_touches',
     extras: [],
-    touchRows: false,
+    touchKind: 'deltas',
   },
 };
 

@@ -1,5 +1,5 @@
 /**
- * The traces stored on a few UTC days, as 64-bit fingerprints of (org, trace)
+ * The traces (or sessions) stored on a few UTC days, as 64-bit fingerprints of (org, trace)
  * with the earliest start time seen under each: an insert asks which of its
  * traces may be stored already (none, for most batches of live traffic) and
  * since when, so its lookup reads only the rows written since then, not the
@@ -51,6 +51,16 @@ export class TraceFilter {
       if (s !== undefined && (out === undefined || s < out)) out = s;
     }
     return out;
+  }
+
+  /** The days loaded from `lo` to `hi` (day texts). */
+  loadedBetween(lo: string, hi: string): string[] {
+    return [...this.days.keys()].filter((day) => day >= lo && day <= hi);
+  }
+
+  /** Drops the sets of the days from `lo` to `hi`: their next use loads them again from what is stored. */
+  forgetBetween(lo: string, hi: string): void {
+    for (const day of this.loadedBetween(lo, hi)) this.days.delete(day);
   }
 
   clear(): void {
