@@ -163,8 +163,10 @@ export interface DeltaAdvance {
  * plus its touches: it is read from the day's rollup rows only when that
  * bound reaches the Nth cost of the known rows, or when it turns out to span
  * days; otherwise it keeps its touches, which add up until it is read. The
- * list keeps twice N ranks, the floor rises to the costliest known row left
- * out, and, as in advanceFromTouchesSql, touched groups not known to span
+ * list keeps twice N ranks and the groups touched since the last advance
+ * (the next spans of a session come soon after: its row is then known), the
+ * floor rises to the costliest known row left out, and, as in
+ * advanceFromTouchesSql, touched groups not known to span
  * days are looked up on the days around and the groups new to the day are
  * counted.
  */
@@ -208,19 +210,21 @@ export function advanceFromDeltasSql(list: TopList, org: string, day: string, pe
         any ? `${ofOrg} AND ${onDay} AND ${g} IN (SELECT ${g} FROM ti_sadv_look WHERE look)` : 'false',
       )}`,
     finish: [
-      `CREATE OR REPLACE TEMP TABLE ti_sadv_final AS SELECT *, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank FROM (` +
-        `SELECT ${g}, ${ms.join(', ')}, multi FROM ti_sadv_cand WHERE exact ` +
-        `UNION ALL SELECT f.${g}, ${ms.map((m) => `f.${m}`).join(', ')}, c.multi FROM ti_sadv_found f JOIN ti_sadv_cand c ON c.${g} = f.${g})`,
+      // Kept: the ranks, the groups of several days, and the groups touched since the last advance (a late span of theirs
+      // finds their row listed); a group past the ranks that was not touched again leaves, its cost going into the floor.
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_final AS SELECT *, day_rank <= ${keep} OR multi OR ${nearGroups} OR touched AS kept FROM (` +
+        `SELECT *, row_number() OVER (ORDER BY total_cost DESC, ${g}) AS day_rank FROM (` +
+        `SELECT ${g}, ${ms.join(', ')}, multi, touched FROM ti_sadv_cand WHERE exact ` +
+        `UNION ALL SELECT f.${g}, ${ms.map((m) => `f.${m}`).join(', ')}, c.multi, true FROM ti_sadv_found f JOIN ti_sadv_cand c ON c.${g} = f.${g}))`,
       `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${onDay} OR (${near} AND ${nearGroups}))`,
       `INSERT INTO ${list.table} SELECT ${org}, ${dateLiteral(day)}, ${g}, ${ms.join(', ')}, day_rank, multi OR ${nearGroups} ` +
-        `FROM ti_sadv_final WHERE day_rank <= ${keep} OR multi OR ${nearGroups}`,
+        `FROM ti_sadv_final WHERE kept`,
       `INSERT INTO ${list.table} SELECT *, NULL, true FROM ti_sadv_near`,
       ...nearTouchesSql(list, 'ti_sadv_near'),
       // A group read from the rollups whose row is what its touches added is new too (a fingerprint shared with a stored one).
       `UPDATE ${list.marks} SET group_count = group_count + (SELECT count(*) FROM ti_sadv_cand WHERE new) + ` +
         `(SELECT count(*) FROM ti_sadv_found f JOIN ti_sadv_cand c ON c.${g} = f.${g} WHERE f.spans = c.spans), ` +
-        `floor_cost = greatest(coalesce(floor_cost, 0), coalesce((SELECT max(total_cost) FROM ti_sadv_final ` +
-        `WHERE day_rank > ${keep} AND NOT multi AND NOT ${nearGroups}), 0)) WHERE ${mark}`,
+        `floor_cost = greatest(coalesce(floor_cost, 0), coalesce((SELECT max(total_cost) FROM ti_sadv_final WHERE NOT kept), 0)) WHERE ${mark}`,
       `DELETE FROM ${list.touches} WHERE ${ofOrg} AND ${onDay}`,
       // The groups left unread keep what was added to them, in one touch each (fresh NULL: nothing new to a read): their
       // bound is the floor they had plus all that was added since.
