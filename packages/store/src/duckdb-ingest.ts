@@ -276,14 +276,14 @@ export class DuckDbIngest {
       );
     }
     // Which sessions are new to their day is told from what was stored before this batch's rows.
-    if (spans === 'new') await this.topLists.beforeAdd('ti_batch', range.dayLo, range.dayHi);
+    const marks = spans === 'new' ? await this.topLists.marksOf(range.dayLo, range.dayHi) : undefined;
+    if (marks !== undefined) await this.topLists.beforeAdd('ti_batch', range.dayLo, range.dayHi, marks);
     // ti_batch is in start-time order already (withBatchFile), which keeps row groups' start-time ranges narrow.
     await this.file.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch`);
     for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);
     // The days of the batch's spans, not every day between its first and last: start times are the client's and can be centuries apart.
     this.folding.touch(await this.file.days('ti_batch'));
-    if (spans === 'new')
-      await this.topLists.touch({ spans: 'ti_batch', traceRows: 'ti_trace_rows', knownTraceRows: 'ti_known_days' }, range.dayLo, range.dayHi);
+    if (marks !== undefined) await this.topLists.touch({ spans: 'ti_batch', traceRows: 'ti_trace_rows', knownTraceRows: 'ti_known_days' }, marks);
     else {
       await this.topLists.unmark('ti_batch', range.dayLo, range.dayHi);
       // The rows replaced may have been a session's last of their day.

@@ -290,6 +290,9 @@ export function unmarkSql(orgs: string, lo: string, hi: string, lists: readonly 
     .flatMap((l) => [l.marks, l.touches].map((t) => `DELETE FROM ${t} WHERE org_id IN (${orgs}) AND start_date BETWEEN ${lo} AND ${hi}`));
 }
 
+/** The marks of each list on a write's days: the days (text), the orgs (SQL string literals) and the pairs marked (day, NUL, org). */
+export type WriteMarks = Map<TopList, { days: string[]; orgs: string[]; pairs: Set<string> }>;
+
 /** A write of new spans, as its touches read it. */
 export interface TouchSources {
   /** The new spans (a table of the write's transaction). */
@@ -424,30 +427,44 @@ export class DuckDbTopLists implements TopLists {
    * groups on the marked days of each list (in the write's transaction),
    * which keeps the marks. Nothing when none of those days was marked.
    */
-  async touch(from: TouchSources, lo: string, hi: string): Promise<void> {
-    await this.touchMarked(from, lo, hi);
-    for (const l of this.stored.keys()) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
-  }
-
-  private async touchMarked(from: TouchSources, lo: string, hi: string): Promise<void> {
-    if (!this.anyMarked(lo, hi)) return;
-    // The marks of the days that may hold one, as literal days and orgs: the batch is small and a join was most of a touch's cost.
-    const candidates = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi);
-    for (const l of Object.values(TOP_LISTS)) {
-      const marked = await this.file.rows(
-        `SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks} WHERE start_date IN (${candidates.map(dateLiteral).join(', ')})`,
-      );
-      const days = [...new Set(marked.map((r) => String(r.d)))];
-      const orgs = [...new Set(marked.map((r) => sqlString(String(r.org_id))))];
-      const sql = touchSql(from, l, days, orgs);
+  async touch(from: TouchSources, marks: WriteMarks): Promise<void> {
+    for (const [l, m] of marks) {
+      const sql = touchSql(from, l, m.days, m.orgs);
       if (sql === undefined) continue;
       await this.file.run(sql);
       // A day read rarely while it fills is rebuilt when read, not advanced over its every write since.
-      for (const r of await this.file.rows(overTouchedSql(l, days, orgs, this.perDay))) {
+      for (const r of await this.file.rows(overTouchedSql(l, m.days, m.orgs, this.perDay))) {
         const where = `org_id = ${sqlString(String(r.org_id))} AND start_date = ${dateLiteral(String(r.d))}`;
         for (const t of [l.marks, l.touches]) await this.file.run(`DELETE FROM ${t} WHERE ${where}`);
       }
     }
+    for (const l of this.stored.keys()) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
+  }
+
+  /**
+   * The marks of each list on a write's days from `lo` to `hi`, read once for the write's touches (in its transaction,
+   * after anything it unmarks), as literal days and orgs: the batch is small and a join was most of a touch's cost.
+   */
+  async marksOf(lo: string, hi: string): Promise<WriteMarks> {
+    const out: WriteMarks = new Map();
+    if (!this.anyMarked(lo, hi)) return out;
+    const days = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi).map(dateLiteral);
+    const lists = Object.values(TOP_LISTS);
+    const rows = await this.file.rows(
+      lists
+        .map((l, i) => `SELECT ${i} AS l, CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks} WHERE start_date IN (${days.join(', ')})`)
+        .join(' UNION ALL '),
+    );
+    for (const [i, l] of lists.entries()) {
+      const mine = rows.filter((r) => Number(r.l) === i);
+      if (mine.length === 0) continue;
+      out.set(l, {
+        days: [...new Set(mine.map((r) => String(r.d)))],
+        orgs: [...new Set(mine.map((r) => sqlString(String(r.org_id))))],
+        pairs: new Set(mine.map((r) => `${String(r.d)}\0${String(r.org_id)}`)),
+      });
+    }
+    return out;
   }
 
   /**
@@ -455,16 +472,9 @@ export class DuckDbTopLists implements TopLists {
    * finds which of their groups are new to a marked day of their org (the table touchSql joins), and notes every group
    * of theirs in the filter of the days it holds. A marked day's filter is loaded first, from the rows stored before.
    */
-  async beforeAdd(source: string, lo: string, hi: string): Promise<void> {
+  async beforeAdd(source: string, lo: string, hi: string, marks: WriteMarks): Promise<void> {
     for (const [l, filter] of this.stored) {
-      const marked = new Set<string>();
-      if (this.anyMarked(lo, hi)) {
-        const candidates = [...this.markedDays.keys()].filter((day) => day >= lo && day <= hi);
-        for (const r of await this.file.rows(
-          `SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks} WHERE start_date IN (${candidates.map(dateLiteral).join(', ')})`,
-        ))
-          marked.add(`${String(r.d)}\0${String(r.org_id)}`);
-      }
+      const marked = marks.get(l)?.pairs ?? new Set<string>();
       const markedDays = new Set([...marked].map((k) => k.slice(0, k.indexOf('\0'))));
       for (const day of markedDays)
         if (!filter.has(day)) {
