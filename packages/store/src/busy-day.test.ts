@@ -379,6 +379,16 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(await store.query(carried)).toEqual([{ session_id: 's0' }, { session_id: 's1' }]);
     await expectAsScan('nothing new');
     expect(statements.some((s) => s.includes('ti_sadv_'))).toBe(false);
+    // A session below the list grows twice, with an unrelated write read between: what it carries adds up until its
+    // bound (the floor plus both) reaches the list, and it is read and ranked third.
+    await insert(call('s4', 2500));
+    await expectAsScan('carried once');
+    expect(await store.query(carried)).toContainEqual({ session_id: 's4' });
+    await insert(call('fresh-3', 5));
+    await expectAsScan('carried through another advance');
+    await insert(call('s4', 2700));
+    await expectAsScan('carried twice');
+    expect((await usageReport(store, { ...today, limit: 3 }))[2]?.group).toBe('s4');
     // A session below the list that could now lead it: its row of today is read, and it ranks first.
     await insert(call('s2', 50_000));
     await expectAsScan('a session lifted');

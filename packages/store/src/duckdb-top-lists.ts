@@ -184,7 +184,9 @@ export function advanceFromDeltasSql(list: TopList, org: string, day: string, pe
   const mark = `${list.marks}.${ofOrg} AND ${list.marks}.${onDay}`;
   return {
     prepare: [
-      `CREATE OR REPLACE TEMP TABLE ti_sadv_touched AS SELECT ${g}, ${ms.map((m) => `sum(${m}) AS ${m}`).join(', ')}, bool_or(fresh) AS new ` +
+      `CREATE OR REPLACE TEMP TABLE ti_sadv_touched AS SELECT ${g}, ${ms.map((m) => `sum(${m}) AS ${m}`).join(', ')}, ` +
+        // A group with only touches carried over (fresh NULL) is not new.
+        `coalesce(bool_or(fresh), false) AS new ` +
         `FROM ${list.touches} WHERE ${ofOrg} AND ${onDay} GROUP BY ${g}`,
       // exact: the group's whole row of the day is known (listed, or new to the day); the other touched groups hold what was added.
       `CREATE OR REPLACE TEMP TABLE ti_sadv_cand AS SELECT t.${g}, ${ms.map((m) => `coalesce(l.${m}, 0) + t.${m} AS ${m}`).join(', ')}, ` +
