@@ -440,7 +440,7 @@ export class DuckDbTopLists implements TopLists {
         for (const t of [l.marks, l.touches]) await this.file.run(`DELETE FROM ${t} WHERE ${where}`);
       }
     }
-    for (const l of this.stored.keys()) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
+    for (const l of marks.keys()) if (this.stored.has(l)) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
   }
 
   /**
@@ -501,6 +501,8 @@ export class DuckDbTopLists implements TopLists {
           filter.add(day, org, g, 0);
         }
       }
+      // Only a list marked on these days is touched, and its touches join the table.
+      if (!marks.has(l)) continue;
       await this.file.run(
         fresh.length === 0
           ? `CREATE OR REPLACE TEMP TABLE ${newGroupsTable(l)} AS SELECT CAST(NULL AS VARCHAR) AS org_id, CAST(NULL AS DATE) AS start_date, ` +
@@ -526,7 +528,7 @@ export class DuckDbTopLists implements TopLists {
    */
   async noteMoved(list: TopListName, moved: string): Promise<void> {
     const filter = this.stored.get(TOP_LISTS[list]);
-    if (filter === undefined || filter.loadedBetween('0000-01-01', '9999-12-31').length === 0) return;
+    if (filter === undefined || filter.empty) return;
     for (const r of await this.file.rows(moved)) filter.add(String(r.d), String(r.org_id), String(r.g), 0);
   }
 

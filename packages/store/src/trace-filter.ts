@@ -53,6 +53,11 @@ export class TraceFilter {
     return out;
   }
 
+  /** Whether no day is loaded. */
+  get empty(): boolean {
+    return this.days.size === 0;
+  }
+
   /** The days loaded from `lo` to `hi` (day texts). */
   loadedBetween(lo: string, hi: string): string[] {
     return [...this.days.keys()].filter((day) => day >= lo && day <= hi);
