@@ -425,8 +425,8 @@ export class DuckDbTopLists implements TopLists {
   }
 
   /**
-   * New spans (from `lo` to `hi`) only add to their groups: notes those
-   * groups on the marked days of each list (in the write's transaction),
+   * New spans only add to their groups: notes those groups on the marked
+   * days of each list (`marks`, from marksOf; in the write's transaction),
    * which keeps the marks. Nothing when none of those days was marked.
    */
   async touch(from: TouchSources, marks: WriteMarks): Promise<void> {
