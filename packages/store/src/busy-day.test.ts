@@ -298,13 +298,21 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
       expect(statements.some((s) => s.includes('ti_top_day'))).toBe(false);
     }
     expect((await usageReport(store, f))[0]?.group).toBe('t4');
-    // Written to and not read: once its touches outgrow the day's groups, the day is unmarked, and rebuilt when read.
+    // Written to and not read: once a day holds ten lists' worth of new touches, the writer advances it after its write,
+    // so the day stays marked and a read takes in at most that many touches (no rebuild).
+    statements = [];
     for (let t = 12; t < 120; t++) if (byTrace(t).length > 0) await store.insertLines(buf(byTrace(t)), byTrace(t).length);
+    expect(statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_dadv_touched')).length).toBeGreaterThan(0);
     const today = "start_date = DATE '2026-11-26'";
     const state = `SELECT (SELECT count(*) FROM trace_top_days WHERE ${today})::INTEGER AS marks, (SELECT count(*) FROM trace_top_touches)::INTEGER AS touches`;
-    expect(await store.query(state)).toEqual([{ marks: 0, touches: 0 }]);
+    const [before] = await store.query(state);
+    expect(before?.marks).toBe(1);
+    expect(before?.touches).toBeGreaterThan(0);
+    expect(before?.touches).toBeLessThanOrEqual(30);
+    statements = [];
     expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
     expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
+    expect(statements.some((s) => s.includes('ti_top_day'))).toBe(false);
     expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
   });
   it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
@@ -419,5 +427,80 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     await expectAsScan('erased');
     await insert(call('erased', 10, NOW - 60_000, 'cust-f'));
     await expectAsScan('sent again');
+  });
+  it('builds the next day of an org whose lists are read at its first write, and keeps it current without a read', async () => {
+    const price = pricer(firstPrices);
+    let n = 0;
+    /** Traces of one costed span each, at `at`, in sessions of four. */
+    const traces = (count: number, at: number) =>
+      Array.from({ length: count }, () => {
+        n++;
+        return payloadToRows(
+          makePayload({
+            traces: [
+              makeTrace({
+                traceId: `nd-${n}`,
+                sessionId: `nds-${Math.floor(n / 4)}`,
+                customer: { id: `cust-${n % 3}` },
+                spans: [
+                  makeSpan({
+                    spanId: `nd-${n}`,
+                    startTime: at + n,
+                    endTime: at + n + 500,
+                    provider: 'openai',
+                    modelId: 'gpt-4o',
+                    usage: { inputTokens: 100 + ((n * 7919) % 5000), outputTokens: 10 },
+                  }),
+                ],
+              }),
+            ],
+          }),
+          { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt: NOW },
+          (x) => price(x),
+        );
+      }).flat();
+    const insert = async (rows: SpanRow[]) => store.insertLines(buf(rows), rows.length);
+    const marks = async (day: string) =>
+      (
+        await store.query(
+          `SELECT (SELECT count(*) FROM trace_top_days WHERE start_date = DATE '${day}')::INTEGER AS trace, ` +
+            `(SELECT count(*) FROM session_top_days WHERE start_date = DATE '${day}')::INTEGER AS session`,
+        )
+      )[0];
+    const scan = scanning(store);
+    await insert(traces(20, TODAY - DAY + 3_600_000));
+    // Nobody reads the org's lists yet: a new day is not built.
+    await insert(traces(5, TODAY + 3_600_000));
+    expect(await marks('2026-11-26')).toEqual({ trace: 0, session: 0 });
+    for (const by of ['trace', 'session'] as const) await usageReport(store, { orgId: 'org_a', from: TODAY - 2 * DAY, to: TODAY, by, limit: 3 });
+    expect(await marks('2026-11-25')).toEqual({ trace: 1, session: 1 });
+    // Tomorrow's first write (the day after the last read one) builds it after the write.
+    const tomorrow = TODAY + DAY;
+    statements = [];
+    await insert(traces(5, tomorrow + 3_600_000));
+    expect(statements.some((q) => q.includes('ti_top_day'))).toBe(true);
+    expect(await marks('2026-11-27')).toEqual({ trace: 1, session: 1 });
+    // A write to a day before the last read one (a backfill) or far beyond it builds nothing: a read does when it comes.
+    statements = [];
+    await insert([...traces(3, TODAY - 5 * DAY), ...traces(3, TODAY + 10 * DAY)]);
+    expect(statements.some((q) => q.includes('ti_top_day'))).toBe(false);
+    expect(await marks('2026-11-21')).toEqual({ trace: 0, session: 0 });
+    expect(await marks('2026-12-06')).toEqual({ trace: 0, session: 0 });
+    // The day fills unread: the writer advances it, so its first read rebuilds nothing and equals a scan.
+    statements = [];
+    for (let i = 0; i < 12; i++) await insert(traces(15, tomorrow + 7_200_000 + i * 60_000));
+    for (const t of ['ti_dadv_touched', 'ti_sadv_touched'])
+      expect(
+        statements.some((q) => q.startsWith(`CREATE OR REPLACE TEMP TABLE ${t}`)),
+        t,
+      ).toBe(true);
+    statements = [];
+    for (const by of ['trace', 'session'] as const)
+      for (const limit of [1, 3]) {
+        const f = { orgId: 'org_a', from: tomorrow, to: tomorrow + DAY, by, limit };
+        expect(await usageReport(store, f), `${by} ${limit}`).toEqual(await usageReport(scan, f));
+        expect(await countGroups(store, f), `${by} counted`).toBe(await countGroups(scan, f));
+      }
+    expect(statements.some((q) => q.includes('ti_top_day'))).toBe(false);
   });
 });

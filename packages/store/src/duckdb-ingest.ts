@@ -97,6 +97,7 @@ export class DuckDbIngest {
     await this.file.run('DROP TABLE IF EXISTS ti_known_days');
     await this.file.confirmFile();
     await this.folding.compactIfDue();
+    await this.topLists.refreshDue();
   }
 
   /** Rows that replace the stored rows of the same spans: their old share of the rollups is taken back first. */
@@ -277,7 +278,10 @@ export class DuckDbIngest {
     }
     // Which sessions are new to their day is told from what was stored before this batch's rows.
     const marks = spans === 'new' ? await this.topLists.marksOf(range.dayLo, range.dayHi) : undefined;
-    if (marks !== undefined) await this.topLists.beforeAdd('ti_batch', range.dayLo, range.dayHi, marks);
+    if (marks !== undefined) {
+      await this.topLists.beforeAdd('ti_batch', range.dayLo, range.dayHi, marks);
+      await this.topLists.noteNewDays('ti_batch', range.dayLo, range.dayHi, marks);
+    }
     // ti_batch is in start-time order already (withBatchFile), which keeps row groups' start-time ranges narrow.
     await this.file.run(`INSERT INTO spans (${COLUMN_LIST}) SELECT ${COLUMN_LIST} FROM ti_batch`);
     for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'ti_batch', 1, '', r)}`);

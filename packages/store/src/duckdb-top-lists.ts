@@ -35,6 +35,13 @@ import type { SqlPart, TopLists } from './span-store.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, unmarkedDays, type TopList, type TopListName } from './top-lists.js';
 import { TraceFilter } from './trace-filter.js';
 
+/**
+ * New touches of a day, in lists' worth (perDay each), past which the writer advances the day after its write: an
+ * advance costs about its touches and the list (~60 ms for ten thousand at 10M spans in the day), paid once per that
+ * many touches, and a read then never takes in more.
+ */
+const ADVANCE_TOUCHES = 10;
+
 /** Days of a `deltas` list's groups the insert path keeps fingerprints of (live traffic writes into one or two). */
 const GROUP_FILTER_DAYS = 4;
 
@@ -339,18 +346,14 @@ export function touchSql(from: TouchSources, l: TopList, days: readonly string[]
 }
 
 /**
- * A query of the days of `list` among `days` of `orgs` (marked) whose touches outgrew what a rebuild of the
- * day reads: more touches than a quarter of the day's groups, and than ten times its list (an advance reads
- * every touch, a rebuild every group, at about a third of the work per row). Rows: org_id, d.
+ * A query of the days of `list` among `days` of `orgs` (marked) whose new touches outgrew what a read should advance
+ * over: more than ADVANCE_TOUCHES lists' worth. The writer advances those days right after its write, so a read of
+ * a busy day finds at most that many touches to take in, however long nobody read it. Rows: org_id, d.
  */
-export function overTouchedSql(l: TopList, days: readonly string[], orgs: readonly string[], perDay: number): string {
-  const where = `start_date IN (${days.map(dateLiteral).join(', ')}) AND org_id IN (${orgs.join(', ')})`;
-  const floor = Math.max(1, Math.trunc(perDay)) * 10;
-  return (
-    `SELECT t.org_id, CAST(t.start_date AS VARCHAR) AS d FROM ` +
-    `(SELECT org_id, start_date, count(*) AS n FROM ${l.touches} WHERE ${where} GROUP BY org_id, start_date) t ` +
-    `JOIN ${l.marks} m ON m.org_id = t.org_id AND m.start_date = t.start_date WHERE t.n > greatest(${floor}, m.group_count // 4)`
-  );
+export function dueSql(l: TopList, days: readonly string[], orgs: readonly string[], perDay: number): string {
+  const where = `start_date IN (${days.map(dateLiteral).join(', ')}) AND org_id IN (${orgs.join(', ')}) AND ${NEW_TOUCH}`;
+  const most = Math.max(1, Math.trunc(perDay)) * ADVANCE_TOUCHES;
+  return `SELECT org_id, CAST(start_date AS VARCHAR) AS d FROM ${l.touches} WHERE ${where} GROUP BY org_id, start_date HAVING count(*) > ${most}`;
 }
 
 const rangeSql = (fromDay: string, toDay: string): string => `start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
@@ -383,6 +386,11 @@ export class DuckDbTopLists implements TopLists {
       .map((l) => [l, new TraceFilter(GROUP_FILTER_DAYS)]),
   );
 
+  /** Days of an org and list the writer brings up to date after its write (refreshDue): built new, or advanced over many touches. */
+  private readonly due = new Map<string, { list: TopList; org: string; day: string; kind: 'rebuild' | 'advance' }>();
+  /** Lists, orgs and days noteNewDays looked at (a day is new once). */
+  private readonly lookedAt = new Set<string>();
+
   constructor(
     private readonly file: DuckDbFile,
     readonly perDay: number,
@@ -394,6 +402,8 @@ export class DuckDbTopLists implements TopLists {
    */
   async opened(): Promise<void> {
     this.forgetStored();
+    this.due.clear();
+    this.lookedAt.clear();
     for (const l of Object.values(TOP_LISTS))
       for (const r of await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, org_id FROM ${l.marks}`))
         this.noteMark(String(r.d), String(r.org_id));
@@ -434,11 +444,7 @@ export class DuckDbTopLists implements TopLists {
       const sql = touchSql(from, l, m.days, m.orgs);
       if (sql === undefined) continue;
       await this.file.run(sql);
-      // A day read rarely while it fills is rebuilt when read, not advanced over its every write since.
-      for (const r of await this.file.rows(overTouchedSql(l, m.days, m.orgs, this.perDay))) {
-        const where = `org_id = ${sqlString(String(r.org_id))} AND start_date = ${dateLiteral(String(r.d))}`;
-        for (const t of [l.marks, l.touches]) await this.file.run(`DELETE FROM ${t} WHERE ${where}`);
-      }
+      for (const r of await this.file.rows(dueSql(l, m.days, m.orgs, this.perDay))) this.noteDue(l, String(r.org_id), String(r.d), 'advance');
     }
     for (const l of marks.keys()) if (this.stored.has(l)) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
   }
@@ -545,6 +551,67 @@ export class DuckDbTopLists implements TopLists {
     return false;
   }
 
+  /**
+   * Days of the orgs in `source` (a write's new spans, in its transaction) from `lo` to `hi` that follow the org's
+   * last marked day of a list by at most TOP_LISTS_WINDOW_DAYS and hold no mark: the next day of an org whose lists
+   * are read. Built after the write (refreshDue) while the day is small, and kept current by its touches from then on,
+   * so the first read of a busy day does not rebuild it. Each day is looked at once per process.
+   */
+  async noteNewDays(source: string, lo: string, hi: string, marks: WriteMarks): Promise<void> {
+    if (!this.anyMarked(addDays(lo, -TOP_LISTS_WINDOW_DAYS), hi)) return;
+    const pairs = (await this.file.rows(`SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d FROM ${source}`)).map((r) => ({
+      org: String(r.org_id),
+      day: String(r.d),
+    }));
+    for (const l of Object.values(TOP_LISTS)) {
+      const marked = marks.get(l)?.pairs;
+      const open = pairs.filter((p) => marked?.has(`${p.day}\0${p.org}`) !== true && !this.lookedAt.has(`${l.table}\0${p.org}\0${p.day}`));
+      if (open.length === 0) continue;
+      const orgs = [...new Set(open.map((p) => sqlString(p.org)))];
+      const last = new Map(
+        (await this.file.rows(`SELECT org_id, CAST(max(start_date) AS VARCHAR) AS d FROM ${l.marks} WHERE org_id IN (${orgs.join(', ')}) GROUP BY org_id`)).map(
+          (r) => [String(r.org_id), String(r.d)],
+        ),
+      );
+      // Start times are the client's: a batch can name any day, and each is looked at once.
+      if (this.lookedAt.size > 100_000) this.lookedAt.clear();
+      for (const p of open) {
+        this.lookedAt.add(`${l.table}\0${p.org}\0${p.day}`);
+        const m = last.get(p.org);
+        if (m !== undefined && m < p.day && addDays(m, TOP_LISTS_WINDOW_DAYS) >= p.day) this.noteDue(l, p.org, p.day, 'rebuild');
+      }
+    }
+  }
+
+  /**
+   * Brings the days made due by the last write up to date, each in its own transaction (the caller holds the writer,
+   * after the write's transaction): new days built, busy ones advanced. A day a later write changed again is left to
+   * whatever finds it then.
+   */
+  async refreshDue(): Promise<void> {
+    const due = [...this.due.values()];
+    this.due.clear();
+    for (const d of due) {
+      const org = sqlString(d.org);
+      const where = `org_id = ${org} AND start_date = ${dateLiteral(d.day)}`;
+      const [state] = await this.file.rows(
+        `SELECT (SELECT count(*) FROM ${d.list.marks} WHERE ${where}) AS marked, ` +
+          `(SELECT count(*) FROM ${d.list.touches} WHERE ${where} AND ${NEW_TOUCH}) AS touched`,
+      );
+      const marked = Number(state?.marked ?? 0) > 0;
+      if (d.kind === 'rebuild' && !marked) {
+        this.noteMark(d.day, d.org);
+        await this.file.transaction(async () => {
+          for (const sql of rebuildTopListSql(d.list, org, [d.day], this.perDay)) await this.file.run(sql);
+        });
+      } else if (d.kind === 'advance' && marked && Number(state?.touched ?? 0) > 0) await this.advanceDay(d.list, org, d.day);
+    }
+  }
+
+  private noteDue(list: TopList, org: string, day: string, kind: 'rebuild' | 'advance'): void {
+    this.due.set(`${list.table}\0${org}\0${day}`, { list, org, day, kind });
+  }
+
   /** Whether any day from `lo` to `hi` may hold a mark: the marked days, not the range's (a batch can span centuries: start times are the client's). */
   private anyMarked(lo: string, hi: string): boolean {
     for (const day of this.markedDays.keys()) if (day >= lo && day <= hi) return true;
@@ -613,18 +680,22 @@ export class DuckDbTopLists implements TopLists {
     const touched = (
       await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH} ORDER BY d`)
     ).map((r) => String(r.d));
-    for (const day of touched.slice(0, TOP_LISTS_CHUNK_DAYS))
-      await this.file.transaction(async () => {
-        if (list.touchKind === 'rows') {
-          for (const s of advanceFromTouchesSql(list, org, day, this.perDay)) await this.file.run(s);
-          return;
-        }
-        const a = advanceFromDeltasSql(list, org, day, this.perDay);
-        for (const s of a.prepare) await this.file.run(s);
-        const [looks] = await this.file.rows(a.looks);
-        await this.file.run(a.lookup(Number(looks?.n ?? 0) > 0));
-        for (const s of a.finish) await this.file.run(s);
-      });
+    for (const day of touched.slice(0, TOP_LISTS_CHUNK_DAYS)) await this.advanceDay(list, org, day);
     return touched.length <= TOP_LISTS_CHUNK_DAYS;
+  }
+
+  /** Advances one marked day of one org (`org`: a SQL string literal) from its list and touches, in one transaction. */
+  private async advanceDay(list: TopList, org: string, day: string): Promise<void> {
+    await this.file.transaction(async () => {
+      if (list.touchKind === 'rows') {
+        for (const s of advanceFromTouchesSql(list, org, day, this.perDay)) await this.file.run(s);
+        return;
+      }
+      const a = advanceFromDeltasSql(list, org, day, this.perDay);
+      for (const s of a.prepare) await this.file.run(s);
+      const [looks] = await this.file.rows(a.looks);
+      await this.file.run(a.lookup(Number(looks?.n ?? 0) > 0));
+      for (const s of a.finish) await this.file.run(s);
+    });
   }
 }
