@@ -195,9 +195,12 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
   let dir: string;
   let store: DuckDbSpanStore;
   let statements: string[];
+  /** The store's monotonic clock (ms): how long since an org's lists were read. */
+  let clock: number;
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-busy-insert-'));
-    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 200, topListsPerDay: 3 });
+    clock = 0;
+    store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 200, topListsPerDay: 3, monotonicNow: () => clock });
     await store.start();
     statements = [];
     // Every write statement goes through the store's file (duckdb-file.ts).
@@ -298,10 +301,12 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
       expect(statements.some((s) => s.includes('ti_top_day'))).toBe(false);
     }
     expect((await usageReport(store, f))[0]?.group).toBe('t4');
-    // Written to and not read: once a day holds ten lists' worth of new touches, the writer advances it after its write,
-    // so the day stays marked and a read takes in at most that many touches (no rebuild).
+    // Written to and not read for a while (within the hour after a read): once a day holds ten lists' worth of new
+    // touches, the writer advances it after its write, so the day stays marked and a read takes in at most that many
+    // touches (no rebuild).
+    clock += 3_000_000;
     statements = [];
-    for (let t = 12; t < 120; t++) if (byTrace(t).length > 0) await store.insertLines(buf(byTrace(t)), byTrace(t).length);
+    for (let t = 12; t < 70; t++) if (byTrace(t).length > 0) await store.insertLines(buf(byTrace(t)), byTrace(t).length);
     expect(statements.filter((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_dadv_touched')).length).toBeGreaterThan(0);
     const today = "start_date = DATE '2026-11-26'";
     const state = `SELECT (SELECT count(*) FROM trace_top_days WHERE ${today})::INTEGER AS marks, (SELECT count(*) FROM trace_top_touches)::INTEGER AS touches`;
@@ -313,6 +318,18 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
     expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
     expect(statements.some((s) => s.includes('ti_top_day'))).toBe(false);
+    expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
+    // Not read for over an hour: the writer leaves the day, which is unmarked once its touches also outgrow a quarter of
+    // its traces (writes then pay nothing for its list), and rebuilt by the next read.
+    clock += 3_700_000;
+    statements = [];
+    for (let t = 70; t < 120; t++) if (byTrace(t).length > 0) await store.insertLines(buf(byTrace(t)), byTrace(t).length);
+    expect(statements.some((s) => s.includes('ti_dadv_'))).toBe(false);
+    expect(await store.query(state)).toEqual([{ marks: 0, touches: 0 }]);
+    statements = [];
+    expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
+    expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
+    expect(statements.some((s) => s.includes('ti_top_day'))).toBe(true);
     expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
   });
   it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
@@ -502,5 +519,11 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
         expect(await countGroups(store, f), `${by} counted`).toBe(await countGroups(scan, f));
       }
     expect(statements.some((q) => q.includes('ti_top_day'))).toBe(false);
+    // Nobody has read the org's lists for over an hour: the day after is left to its first read.
+    clock += 3_700_000;
+    statements = [];
+    await insert(traces(5, tomorrow + DAY + 3_600_000));
+    expect(statements.some((q) => q.includes('ti_top_day'))).toBe(false);
+    expect(await marks('2026-11-28')).toEqual({ trace: 0, session: 0 });
   });
 });

@@ -36,11 +36,20 @@ import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, un
 import { TraceFilter } from './trace-filter.js';
 
 /**
- * New touches of a day, in lists' worth (perDay each), past which the writer advances the day after its write: an
- * advance costs about its touches and the list (~60 ms for ten thousand at 10M spans in the day), paid once per that
- * many touches, and a read then never takes in more.
+ * New touches of a day, in lists' worth (perDay each), past which the writer advances the day after its write while
+ * the org's list is watched (WATCHED_MS): an advance costs about its touches and the list, paid once per that many
+ * touches, and a read then never takes in more. Unwatched, the day is unmarked instead once its touches also pass a
+ * quarter of its groups.
  */
 const ADVANCE_TOUCHES = 10;
+
+/**
+ * How long after a read of an org's list the writer keeps that list's days current itself (advances a busy day,
+ * builds the next one): while someone looks, reads stay short; when nobody has for this long, a busy day's list lapses
+ * and writes into it pay nothing for it (a marked day's touches cost ~20% of an insert's CPU), and the next read
+ * rebuilds it (2-3.5 s at 10M spans in the day).
+ */
+const WATCHED_MS = 3_600_000;
 
 /** Days of a `deltas` list's groups the insert path keeps fingerprints of (live traffic writes into one or two). */
 const GROUP_FILTER_DAYS = 4;
@@ -346,14 +355,17 @@ export function touchSql(from: TouchSources, l: TopList, days: readonly string[]
 }
 
 /**
- * A query of the days of `list` among `days` of `orgs` (marked) whose new touches outgrew what a read should advance
- * over: more than ADVANCE_TOUCHES lists' worth. The writer advances those days right after its write, so a read of
- * a busy day finds at most that many touches to take in, however long nobody read it. Rows: org_id, d.
+ * A query of the days of `list` among `days` of `orgs` (marked) with more than ADVANCE_TOUCHES lists' worth of new
+ * touches, with how many (`n`) and how many groups the day has (`groups`). Rows: org_id, d, n, groups.
  */
-export function dueSql(l: TopList, days: readonly string[], orgs: readonly string[], perDay: number): string {
+export function overTouchedSql(l: TopList, days: readonly string[], orgs: readonly string[], perDay: number): string {
   const where = `start_date IN (${days.map(dateLiteral).join(', ')}) AND org_id IN (${orgs.join(', ')}) AND ${NEW_TOUCH}`;
   const most = Math.max(1, Math.trunc(perDay)) * ADVANCE_TOUCHES;
-  return `SELECT org_id, CAST(start_date AS VARCHAR) AS d FROM ${l.touches} WHERE ${where} GROUP BY org_id, start_date HAVING count(*) > ${most}`;
+  return (
+    `SELECT t.org_id, CAST(t.start_date AS VARCHAR) AS d, t.n, m.group_count AS groups FROM ` +
+    `(SELECT org_id, start_date, count(*) AS n FROM ${l.touches} WHERE ${where} GROUP BY org_id, start_date HAVING count(*) > ${most}) t ` +
+    `JOIN ${l.marks} m ON m.org_id = t.org_id AND m.start_date = t.start_date`
+  );
 }
 
 const rangeSql = (fromDay: string, toDay: string): string => `start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
@@ -391,9 +403,13 @@ export class DuckDbTopLists implements TopLists {
   /** Lists, orgs and days noteNewDays looked at (a day is new once). */
   private readonly lookedAt = new Set<string>();
 
+  /** When each list of each org was last read (this process's monotonic clock). */
+  private readonly lastRead = new Map<string, number>();
+
   constructor(
     private readonly file: DuckDbFile,
     readonly perDay: number,
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   /**
@@ -411,6 +427,7 @@ export class DuckDbTopLists implements TopLists {
 
   /** Brings the range's days up to date first (rebuilt or advanced), so the lists are always ready. */
   async ready(list: TopListName, orgId: string, fromDay: string, toDay: string): Promise<boolean> {
+    this.lastRead.set(`${TOP_LISTS[list].table}\0${orgId}`, this.now());
     await this.refresh(list, orgId, fromDay, toDay);
     return true;
   }
@@ -444,7 +461,16 @@ export class DuckDbTopLists implements TopLists {
       const sql = touchSql(from, l, m.days, m.orgs);
       if (sql === undefined) continue;
       await this.file.run(sql);
-      for (const r of await this.file.rows(dueSql(l, m.days, m.orgs, this.perDay))) this.noteDue(l, String(r.org_id), String(r.d), 'advance');
+      for (const r of await this.file.rows(overTouchedSql(l, m.days, m.orgs, this.perDay))) {
+        const [org, day] = [String(r.org_id), String(r.d)];
+        if (this.watched(l, org)) this.noteDue(l, org, day, 'advance');
+        else if (Number(r.n) > Number(r.groups) / 4) {
+          // Nobody reads the org's lists lately: the day is rebuilt when read (its touches outgrew a quarter of the groups
+          // a rebuild reads, at about a third of the work per row), and writes to it pay nothing for a list meanwhile.
+          const where = `org_id = ${sqlString(org)} AND start_date = ${dateLiteral(day)}`;
+          for (const t of [l.marks, l.touches]) await this.file.run(`DELETE FROM ${t} WHERE ${where}`);
+        }
+      }
     }
     for (const l of marks.keys()) if (this.stored.has(l)) await this.file.run(`DROP TABLE IF EXISTS ${newGroupsTable(l)}`);
   }
@@ -553,19 +579,21 @@ export class DuckDbTopLists implements TopLists {
 
   /**
    * Days of the orgs in `source` (a write's new spans, in its transaction) from `lo` to `hi` that follow the org's
-   * last marked day of a list by at most TOP_LISTS_WINDOW_DAYS and hold no mark: the next day of an org whose lists
-   * are read. Built after the write (refreshDue) while the day is small, and kept current by its touches from then on,
-   * so the first read of a busy day does not rebuild it. Each day is looked at once per process.
+   * last marked day of a list by at most TOP_LISTS_WINDOW_DAYS and hold no mark, while the org's list is watched
+   * (WATCHED_MS): the next day of an org whose lists are read. Built after the write (refreshDue) while the day is
+   * small, and kept current by its touches from then on, so the first read of a busy day does not rebuild it. Each
+   * day is looked at once per process.
    */
   async noteNewDays(source: string, lo: string, hi: string, marks: WriteMarks): Promise<void> {
-    if (!this.anyMarked(addDays(lo, -TOP_LISTS_WINDOW_DAYS), hi)) return;
+    if (this.lastRead.size === 0 || !this.anyMarked(addDays(lo, -TOP_LISTS_WINDOW_DAYS), hi)) return;
     const pairs = (await this.file.rows(`SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d FROM ${source}`)).map((r) => ({
       org: String(r.org_id),
       day: String(r.d),
     }));
     for (const l of Object.values(TOP_LISTS)) {
       const marked = marks.get(l)?.pairs;
-      const open = pairs.filter((p) => marked?.has(`${p.day}\0${p.org}`) !== true && !this.lookedAt.has(`${l.table}\0${p.org}\0${p.day}`));
+      const seen = (p: { org: string; day: string }) => marked?.has(`${p.day}\0${p.org}`) === true || this.lookedAt.has(`${l.table}\0${p.org}\0${p.day}`);
+      const open = pairs.filter((p) => this.watched(l, p.org) && !seen(p));
       if (open.length === 0) continue;
       const orgs = [...new Set(open.map((p) => sqlString(p.org)))];
       const last = new Map(
@@ -606,6 +634,12 @@ export class DuckDbTopLists implements TopLists {
         });
       } else if (d.kind === 'advance' && marked && Number(state?.touched ?? 0) > 0) await this.advanceDay(d.list, org, d.day);
     }
+  }
+
+  /** Whether the org's list was read within WATCHED_MS: the writer then keeps its days current itself. */
+  private watched(list: TopList, org: string): boolean {
+    const at = this.lastRead.get(`${list.table}\0${org}`);
+    return at !== undefined && this.now() - at <= WATCHED_MS;
   }
 
   private noteDue(list: TopList, org: string, day: string, kind: 'rebuild' | 'advance'): void {

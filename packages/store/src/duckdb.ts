@@ -31,6 +31,8 @@ export interface DuckDbSpanStoreOptions {
   checkpointThreshold?: string | undefined;
   /** How many traces (and sessions) each day's top list keeps (default TOP_LISTS_PER_DAY); tests give a few. */
   topListsPerDay?: number | undefined;
+  /** A monotonic clock in ms (default performance.now): how long ago an org's lists were last read; tests step it. */
+  monotonicNow?: (() => number) | undefined;
   /**
    * Attach the file read-only and migrate nothing: for a process that only
    * reads (`trace-ingest sql` with no server running). Its writes fail.
@@ -58,7 +60,7 @@ export class DuckDbSpanStore implements SpanStore {
   constructor(opts: DuckDbSpanStoreOptions) {
     this.file = new DuckDbFile({ ...opts, tmpDir: opts.tmpDir ?? path.join(path.dirname(opts.file), 'tmp') }, () => this.opened());
     this.folding = new RollupFolding(this.file, opts.compactRows ?? 20_000);
-    this.lists = new DuckDbTopLists(this.file, opts.topListsPerDay ?? TOP_LISTS_PER_DAY);
+    this.lists = new DuckDbTopLists(this.file, opts.topListsPerDay ?? TOP_LISTS_PER_DAY, opts.monotonicNow);
     this.topLists = this.lists;
     this.ingest = new DuckDbIngest(this.file, this.folding, this.lists);
     this.lifecycle = new DuckDbLifecycle(this.file, this.folding, this.lists);
