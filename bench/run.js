@@ -78,6 +78,10 @@ async function main() {
     await import('./cluster.js');
     return;
   }
+  if (process.argv.includes('--busy-lists')) {
+    await import('./busy-lists.js');
+    return;
+  }
   if (process.argv.includes('--retention')) {
     await import('./retention.js');
     return;
