@@ -368,6 +368,10 @@ export function overTouchedSql(l: TopList, days: readonly string[], orgs: readon
   );
 }
 
+/** How many days of `where` a list has marked (`marked`) and how many new touches it holds there (`touched`). */
+const stateSql = (l: TopList, where: string): string =>
+  `SELECT (SELECT count(*) FROM ${l.marks} WHERE ${where}) AS marked, (SELECT count(*) FROM ${l.touches} WHERE ${where} AND ${NEW_TOUCH}) AS touched`;
+
 const rangeSql = (fromDay: string, toDay: string): string => `start_date >= ${dateLiteral(fromDay)} AND start_date < ${dateLiteral(toDay)}`;
 
 /** A list's rows of an org's days (see TopLists.rows): the table itself, one row per day and group. */
@@ -622,10 +626,7 @@ export class DuckDbTopLists implements TopLists {
     for (const d of due) {
       const org = sqlString(d.org);
       const where = `org_id = ${org} AND start_date = ${dateLiteral(d.day)}`;
-      const [state] = await this.file.rows(
-        `SELECT (SELECT count(*) FROM ${d.list.marks} WHERE ${where}) AS marked, ` +
-          `(SELECT count(*) FROM ${d.list.touches} WHERE ${where} AND ${NEW_TOUCH}) AS touched`,
-      );
+      const [state] = await this.file.rows(stateSql(d.list, where));
       const marked = Number(state?.marked ?? 0) > 0;
       if (d.kind === 'rebuild' && !marked) {
         this.noteMark(d.day, d.org);
@@ -675,9 +676,7 @@ export class DuckDbTopLists implements TopLists {
       return unmarkedDays(fromDay, toDay, new Set(marked.map((r) => String(r.d))));
     };
     // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
-    const [current] = await this.file.query(
-      `SELECT (SELECT count(*) FROM ${list.marks} WHERE ${range}) AS marked, (SELECT count(*) FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH}) AS touched`,
-    );
+    const [current] = await this.file.query(stateSql(list, range));
     if (daysBetween(fromDay, toDay) === Number(current?.marked ?? 0) && Number(current?.touched ?? 0) === 0) return;
     for (;;) {
       const done = await this.file.exclusive(async () => {
