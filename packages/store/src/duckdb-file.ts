@@ -222,6 +222,29 @@ export class DuckDbFile {
     }
   }
 
+  /**
+   * Appends rows to a temporary table on the writer (inside its transaction, when one is open): for rows built in JS,
+   * DuckDB's appender takes a tenth of the time the same rows cost as a VALUES list, which DuckDB parses and plans.
+   */
+  async appendTemp(table: string, rows: readonly (readonly DuckDBValue[])[]): Promise<void> {
+    if (rows.length === 0) return;
+    try {
+      const appender = await this.conn('writer').createAppender(table, 'main', 'temp');
+      try {
+        for (const row of rows) {
+          for (const value of row) appender.appendValue(value);
+          appender.endRow();
+        }
+        appender.flushSync();
+      } finally {
+        appender.closeSync();
+      }
+    } catch (e) {
+      await this.reopenIfInvalidated(e instanceof Error ? e.message : String(e));
+      throw e;
+    }
+  }
+
   /** A read on the reader connection, which a write in progress does not hold up. */
   async query(sql: string, params: readonly unknown[] = []): Promise<QueryRow[]> {
     try {

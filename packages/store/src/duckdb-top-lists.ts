@@ -28,7 +28,8 @@
  * reading the day's rollup rows). A read then needs the day's list and
  * touches, and the rollup rows of the few sessions that could enter the list.
  */
-import { addDays, daysBetween, isDayText } from '@trace-ingest/shared/dates';
+import { DuckDBDateValue } from '@duckdb/node-api';
+import { addDays, DAY_MS, dayMs, daysBetween, isDayText } from '@trace-ingest/shared/dates';
 import { DAILY_ROLLUPS, dailyDeltaSql, DUCKDB_ROLLUP, MEASURES } from '@trace-ingest/shared/rollups';
 import { sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { SqlPart, TopLists } from './span-store.js';
@@ -525,26 +526,21 @@ export class DuckDbTopLists implements TopLists {
           );
         }
       const days = filter.loadedBetween(lo, hi);
-      const fresh: string[] = [];
+      const fresh: [string, DuckDBDateValue, string][] = [];
       if (days.length > 0) {
         const groups = await this.file.rows(
           `SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d, ${l.group} AS g FROM ${source} WHERE start_date IN (${days.map(dateLiteral).join(', ')})`,
         );
         for (const r of groups) {
           const [org, day, g] = [String(r.org_id), String(r.d), String(r.g)];
-          if (marked.has(`${day}\0${org}`) && filter.since([day], org, g) === undefined)
-            fresh.push(`(${sqlString(org)}, ${dateLiteral(day)}, ${sqlString(g)})`);
+          if (marked.has(`${day}\0${org}`) && filter.since([day], org, g) === undefined) fresh.push([org, new DuckDBDateValue(dayMs(day) / DAY_MS), g]);
           filter.add(day, org, g, 0);
         }
       }
       // Only a list marked on these days is touched, and its touches join the table.
       if (!marks.has(l)) continue;
-      await this.file.run(
-        fresh.length === 0
-          ? `CREATE OR REPLACE TEMP TABLE ${newGroupsTable(l)} AS SELECT CAST(NULL AS VARCHAR) AS org_id, CAST(NULL AS DATE) AS start_date, ` +
-              `CAST(NULL AS VARCHAR) AS ${l.group} WHERE false`
-          : `CREATE OR REPLACE TEMP TABLE ${newGroupsTable(l)} AS SELECT * FROM (VALUES ${fresh.join(', ')}) v(org_id, start_date, ${l.group})`,
-      );
+      await this.file.run(`CREATE OR REPLACE TEMP TABLE ${newGroupsTable(l)} (org_id VARCHAR, start_date DATE, ${l.group} VARCHAR)`);
+      await this.file.appendTemp(newGroupsTable(l), fresh);
     }
   }
 
