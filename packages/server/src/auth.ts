@@ -81,7 +81,8 @@ export interface AuthOptions {
 
 /**
  * Resolves the key of a request by its SHA-256 alone, on every request, so a
- * revoked key or a changed plan takes effect on the next one, and checks the
+ * revoked key or a changed plan takes effect on the next one (the store
+ * answers from memory only while its rows cannot have changed), and checks the
  * scope the route needs. A client address over its failed-authentication
  * limit is refused before its key is looked at. The key itself is never
  * logged, stored or echoed.

@@ -44,5 +44,6 @@ export function sharedControlDriver(driver: ControlDriver): ControlDriver {
     all: <R>(sql: string, params: readonly unknown[]) => driver.all<R>(sql, params),
     transaction: (statements) => driver.transaction(statements),
     isUniqueViolation: (e) => driver.isUniqueViolation(e),
+    ...(driver.version === undefined ? {} : { version: driver.version.bind(driver) }),
   };
 }
