@@ -6,11 +6,15 @@ import { COST_COLUMNS, payloadToRows, type SpanRow } from '@trace-ingest/shared/
 import { buf, firstPrices, pricer, scanning } from '../../../test/rollup-traffic.js';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { DuckDbSpanStore } from './duckdb.js';
+import type { DuckDbFile } from './duckdb-file.js';
+import { advanceFromTouchesSql } from './duckdb-top-lists.js';
 import { readHistory, readSpend } from './forecast.js';
 import { countGroups, dailyCosts, GROUPS, groupLabels, reportRoute, usageReport, type GroupBy } from './reports.js';
 import type { CostChange, SpanStore } from './span-store.js';
+import { TOP_LISTS } from './top-lists.js';
 
 const DAY = 86_400_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NOW = Date.parse('2026-11-26T15:42:10Z');
 const TODAY = Date.parse('2026-11-26T00:00:00Z');
 const MONTH = Date.parse('2026-11-01T00:00:00Z');
@@ -203,12 +207,17 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), compactRows: 200, topListsPerDay: 3, monotonicNow: () => clock });
     await store.start();
     statements = [];
-    // Every write statement goes through the store's file (duckdb-file.ts).
-    const inner = (store as unknown as { file: { run: (sql: string) => Promise<number> } }).file;
+    // Every write statement goes through the store's file (duckdb-file.ts), on the writer or beside it.
+    const inner = (store as unknown as { file: { run: (sql: string) => Promise<number>; runOn: (conn: unknown, sql: string) => Promise<void> } }).file;
     const run = inner.run.bind(inner);
     inner.run = (sql: string) => {
       statements.push(sql);
       return run(sql);
+    };
+    const runOn = inner.runOn.bind(inner);
+    inner.runOn = (conn: unknown, sql: string) => {
+      statements.push(sql);
+      return runOn(conn, sql);
     };
   }, 60_000);
   afterEach(async () => {
@@ -331,6 +340,54 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
     expect(statements.some((s) => s.includes('ti_top_day'))).toBe(true);
     expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
+  });
+  it('ranks a day touched since its last read while an insert holds the writer, and gives way to a write of the same rows', async () => {
+    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
+    const byTrace = (t: number) => rows.filter((r) => r.trace_id === `t${t}`);
+    const file = (store as unknown as { file: DuckDbFile }).file;
+    const count = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const };
+    const f = { ...count, limit: 3 };
+    const scan = scanning(store);
+    const first = [1, 2, 4, 5, 7, 8].flatMap(byTrace);
+    await store.insertLines(buf(first), first.length);
+    expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
+    // Costlier traces (more tokens) than the listed ones, written after the read: today's list is touched.
+    const more = [10, 11].flatMap(byTrace);
+    await store.insertLines(buf(more), more.length);
+    let release = () => {};
+    const held = file.exclusive(() => new Promise<void>((r) => (release = r)));
+    try {
+      statements = [];
+      const ranked = await Promise.race([usageReport(store, f), sleep(20_000).then(() => 'waited for the writer')]);
+      expect(ranked).toEqual(await usageReport(scan, f));
+      expect((ranked as { group: string }[]).map((r) => r.group)).toContain('t11');
+      expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
+      expect(statements.some((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_dadv_touched'))).toBe(true);
+    } finally {
+      release();
+      await held;
+    }
+    // The writer advancing the same day at the same moment (its transaction open): the read's advance beside it conflicts,
+    // is rolled back, and the read then waits for the writer, whose advance took the touches in.
+    const late = [13, 14].flatMap(byTrace);
+    await store.insertLines(buf(late), late.length);
+    let commit: (() => void) | undefined;
+    const advancing = file.exclusive(() =>
+      file.transaction(async () => {
+        for (const sql of advanceFromTouchesSql(TOP_LISTS.trace, "'org_a'", '2026-11-26', 3)) await file.run(sql);
+        await new Promise<void>((r) => (commit = r));
+      }),
+    );
+    while (commit === undefined) await sleep(10);
+    statements = [];
+    const read = usageReport(store, f);
+    while (!statements.includes('ROLLBACK')) await sleep(10);
+    commit();
+    await advancing;
+    const after = await read;
+    expect(after).toEqual(await usageReport(scan, f));
+    expect(after.map((r) => r.group)).toContain('t13');
+    expect(await store.query('SELECT count(*)::INTEGER AS n FROM trace_top_touches')).toEqual([{ n: 0 }]);
   });
   it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
     const price = pricer(firstPrices);

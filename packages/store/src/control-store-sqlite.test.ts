@@ -79,7 +79,7 @@ describe('keys resolved on SQLite', () => {
   it('reads a key once while nothing it is read from changes, and again after any change, by this connection or another', async () => {
     const { store, other, file, lookups } = await twoStores();
     await store.createPlan({ name: 'pro', monthlySpans: 1000, rateLimitRps: 10 });
-    await store.createOrg({ name: 'acme', planName: 'pro' });
+    const org = await store.createOrg({ name: 'acme', planName: 'pro' });
     const a = await store.createKey({ orgName: 'acme' });
     const b = await store.createKey({ orgName: 'acme' });
     const [ha, hb] = [hashApiKey(a.key), hashApiKey(b.key)];
@@ -89,7 +89,7 @@ describe('keys resolved on SQLite', () => {
     const read = lookups();
     for (let i = 0; i < 5; i++) expect(await store.resolveKeyHash(ha)).toMatchObject({ keyId: a.id });
     // Usage counted on every request writes other tables: the keys stay resolved.
-    await store.addMonthUsage((await store.getOrg('acme')).id, '2026-11', 5);
+    await store.addMonthUsage(org.id, '2026-11', 5);
     expect(await store.resolveKeyHash(ha)).toMatchObject({ keyId: a.id });
     expect(lookups()).toBe(read);
     // A resolved key is the store's: a caller cannot change what the next request gets.

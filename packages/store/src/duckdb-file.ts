@@ -19,6 +19,13 @@ const REJECTED = /^(Conversion Error|Invalid Input Error|Constraint Error|Binder
 // ...except a table or column the file lacks: its schema is behind, which a migration mends.
 const INVALIDATED = /has been invalidated/;
 const SCHEMA_BEHIND = /^(Binder Error: Table "[^"]*" does not have a column|Catalog Error: Table with name \S+ does not exist)/;
+/** Two transactions changed the same rows (DuckDB's optimistic concurrency): the later one is rolled back. */
+const CONFLICT = /^TransactionContext Error:.*conflict/i;
+/** Tries of a writer transaction that met a conflict, each after a longer wait (ms): the other one is a short top-list advance. */
+const CONFLICT_TRIES = 4;
+const CONFLICT_WAIT_MS = 25;
+
+export const isConflict = (e: unknown): boolean => CONFLICT.test(e instanceof Error ? e.message : String(e));
 
 export interface DuckDbFileOptions {
   file: string;
@@ -183,18 +190,33 @@ export class DuckDbFile {
     return run;
   }
 
-  /** Runs `body` in one transaction on the writer; rolled back whole when it throws. */
+  /**
+   * Runs `body` in one transaction on the writer; rolled back whole when it throws. A transaction that met a conflict
+   * with a write beside the writer (a top list advanced by a read, see `runOn`) runs again, from the start.
+   */
   async transaction(body: () => Promise<void>): Promise<void> {
-    await this.run('BEGIN TRANSACTION');
-    try {
-      await body();
-      await this.run('COMMIT');
-    } catch (e) {
-      await this.conn('writer')
-        .run('ROLLBACK')
-        .catch(() => undefined);
-      throw e;
+    for (let attempt = 1; ; attempt++) {
+      await this.run('BEGIN TRANSACTION');
+      try {
+        await body();
+        await this.run('COMMIT');
+        return;
+      } catch (e) {
+        await this.conn('writer')
+          .run('ROLLBACK')
+          .catch(() => undefined);
+        if (attempt >= CONFLICT_TRIES || !isConflict(e)) throw e;
+        await new Promise((r) => setTimeout(r, CONFLICT_WAIT_MS * attempt));
+      }
     }
+  }
+
+  /**
+   * Runs a statement on a connection of the caller's (from `connect`): a write beside the writer's queue, which
+   * DuckDB's optimistic concurrency keeps apart from the writer's own (the later of two that change the same rows fails).
+   */
+  async runOn(conn: DuckDBConnection, sql: string): Promise<void> {
+    await conn.run(sql);
   }
 
   /** Reads through the writer: inside its transaction, or between writes. */

@@ -31,7 +31,7 @@
 import { DuckDBDateValue } from '@duckdb/node-api';
 import { addDays, DAY_MS, dayMs, daysBetween, isDayText } from '@trace-ingest/shared/dates';
 import { DAILY_ROLLUPS, dailyDeltaSql, DUCKDB_ROLLUP, MEASURES } from '@trace-ingest/shared/rollups';
-import { sqlString, type DuckDbFile } from './duckdb-file.js';
+import { isConflict, sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { SqlPart, TopLists } from './span-store.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, unmarkedDays, type TopList, type TopListName } from './top-lists.js';
 import { TraceFilter } from './trace-filter.js';
@@ -619,18 +619,26 @@ export class DuckDbTopLists implements TopLists {
   async refreshDue(): Promise<void> {
     const due = [...this.due.values()];
     this.due.clear();
-    for (const d of due) {
-      const org = sqlString(d.org);
-      const where = `org_id = ${org} AND start_date = ${dateLiteral(d.day)}`;
-      const [state] = await this.file.rows(stateSql(d.list, where));
-      const marked = Number(state?.marked ?? 0) > 0;
-      if (d.kind === 'rebuild' && !marked) {
-        this.noteMark(d.day, d.org);
-        await this.file.transaction(async () => {
-          for (const sql of rebuildTopListSql(d.list, org, [d.day], this.perDay)) await this.file.run(sql);
-        });
-      } else if (d.kind === 'advance' && marked && Number(state?.touched ?? 0) > 0) await this.advanceDay(d.list, org, d.day);
-    }
+    for (const d of due)
+      try {
+        await this.refreshOne(d);
+      } catch (e) {
+        // A read advanced the day beside the writer at the same moment (see advanceBeside): it is current.
+        if (!isConflict(e)) throw e;
+      }
+  }
+
+  private async refreshOne(d: { list: TopList; org: string; day: string; kind: 'rebuild' | 'advance' }): Promise<void> {
+    const org = sqlString(d.org);
+    const where = `org_id = ${org} AND start_date = ${dateLiteral(d.day)}`;
+    const [state] = await this.file.rows(stateSql(d.list, where));
+    const marked = Number(state?.marked ?? 0) > 0;
+    if (d.kind === 'rebuild' && !marked) {
+      this.noteMark(d.day, d.org);
+      await this.file.transaction(async () => {
+        for (const sql of rebuildTopListSql(d.list, org, [d.day], this.perDay)) await this.file.run(sql);
+      });
+    } else if (d.kind === 'advance' && marked && Number(state?.touched ?? 0) > 0) await this.advanceDay(d.list, org, d.day);
   }
 
   /** Whether the org's list was read within WATCHED_MS: the writer then keeps its days current itself. */
@@ -673,7 +681,10 @@ export class DuckDbTopLists implements TopLists {
     };
     // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
     const [current] = await this.file.query(stateSql(list, range));
-    if (daysBetween(fromDay, toDay) === Number(current?.marked ?? 0) && Number(current?.touched ?? 0) === 0) return;
+    const marked = daysBetween(fromDay, toDay) === Number(current?.marked ?? 0);
+    if (marked && Number(current?.touched ?? 0) === 0) return;
+    // Touched days of a list whose touches hold whole rows are advanced beside the writer: the read does not wait for an insert in progress.
+    if (marked && list.touchKind === 'rows' && (await this.advanceBeside(list, org, range))) return;
     for (;;) {
       const done = await this.file.exclusive(async () => {
         await this.file.checkFile();
@@ -701,6 +712,37 @@ export class DuckDbTopLists implements TopLists {
         return false;
       });
       if (done) return;
+    }
+  }
+
+  /**
+   * Advances the touched days of `range` (every one marked) of a `rows` list on a connection of its own, each in a
+   * transaction, beside the writer: a write that changes the same rows meanwhile (the writer advancing the day, an
+   * unmark, an erasure) conflicts with it, and the later of the two is rolled back; false when this one was (the
+   * caller then goes through the writer), or when the touched days are more than a chunk.
+   */
+  private async advanceBeside(list: TopList, org: string, range: string): Promise<boolean> {
+    const conn = await this.file.connect();
+    try {
+      const touched = (
+        await conn.runAndReadAll(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH} ORDER BY d`)
+      )
+        .getRowObjectsJson()
+        .map((r) => String(r.d));
+      if (touched.length > TOP_LISTS_CHUNK_DAYS) return false;
+      for (const day of touched) {
+        await this.file.runOn(conn, 'BEGIN TRANSACTION');
+        try {
+          for (const sql of advanceFromTouchesSql(list, org, day, this.perDay)) await this.file.runOn(conn, sql);
+          await this.file.runOn(conn, 'COMMIT');
+        } catch {
+          await this.file.runOn(conn, 'ROLLBACK').catch(() => undefined);
+          return false;
+        }
+      }
+      return true;
+    } finally {
+      conn.closeSync();
     }
   }
 
