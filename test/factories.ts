@@ -1,3 +1,4 @@
+import type { PriceOverride } from '@trace-ingest/shared/price-engine';
 import type { IngestPayload, Span, Trace } from '@trace-ingest/shared/schema';
 import type { ResolvedKey } from '@trace-ingest/store/control-store-types';
 
@@ -54,6 +55,25 @@ export function makeResolvedKey(key: string, partial: Partial<ResolvedKey> = {})
     textDays: null,
     scopes: ['ingest'],
     customers: null,
+    ...partial,
+  };
+}
+
+/** A price override in force always: 1 and 2 per million input and output tokens of `my-model`, every other price unset. */
+export function makeOverride(partial: Partial<Omit<PriceOverride, 'id'>> = {}): Omit<PriceOverride, 'id'> {
+  return {
+    orgId: '',
+    provider: '',
+    model: 'my-model',
+    validFrom: 0,
+    inputPerMtok: '1',
+    outputPerMtok: '2',
+    cachedInputPerMtok: null,
+    cacheWriteInputPerMtok: null,
+    reasoningPerMtok: null,
+    imageEach: null,
+    webSearchEach: null,
+    requestEach: null,
     ...partial,
   };
 }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { makeSpan } from '../../../test/factories.js';
+import { makeOverride, makeSpan } from '../../../test/factories.js';
 import { formatDecimal, parseDecimal } from './decimal.js';
 import { PriceEngine, type PriceOverride } from './price-engine.js';
 import type { Span } from './schema.js';
@@ -124,20 +124,8 @@ describe('PriceEngine with the catalog', () => {
   });
 });
 
-/** An override of gpt-4o's input and output prices, in force always. */
-const base: Omit<PriceOverride, 'id' | 'orgId'> = {
-  provider: '',
-  model: 'gpt-4o',
-  validFrom: 0,
-  inputPerMtok: '1',
-  outputPerMtok: '2',
-  cachedInputPerMtok: null,
-  cacheWriteInputPerMtok: null,
-  reasoningPerMtok: null,
-  imageEach: null,
-  webSearchEach: null,
-  requestEach: null,
-};
+/** An override of gpt-4o's input and output prices, in force always (its org given per test). */
+const { orgId: _org, ...base } = makeOverride({ model: 'gpt-4o' });
 
 describe('PriceEngine overrides', () => {
   const usage = { inputTokens: M, outputTokens: M, cachedInputTokens: M };

@@ -7,7 +7,8 @@ import { ServiceUnavailableError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
 import { SqliteControlDriver, SqliteControlStore } from './control-store-sqlite.js';
 import { SqlControlStore, type ControlDriver } from './control-store.js';
-import { controlStoreContract, OVERRIDE } from './control-store.contract.js';
+import { makeOverride } from '../../../test/factories.js';
+import { controlStoreContract } from './control-store.contract.js';
 
 describe('control store on SQLite', () => {
   controlStoreContract(async () => {
@@ -121,7 +122,7 @@ describe('keys resolved on SQLite', () => {
 
   it('reads the price overrides version again only after a change, by this connection or another', async () => {
     const { store, other } = await twoStores();
-    const base = OVERRIDE;
+    const base = makeOverride();
     expect(await store.priceOverridesVersion()).toBe('0');
     await other.setPriceOverride(base);
     expect(await store.priceOverridesVersion()).toBe('1');

@@ -1,32 +1,12 @@
 import { expect, it } from 'vitest';
 import { ConflictError, UsageError } from '@trace-ingest/shared/errors';
 import { hashApiKey } from '@trace-ingest/shared/ids';
+import { makeOverride } from '../../../test/factories.js';
 import { AlreadyExistsError, AmbiguousKeyError, UnknownNameError } from './control-store.js';
 import { USAGE_BATCH_MEMORY_MS, type ControlStore } from './control-store-types.js';
 
-/** A price override of every store's tests: a model of one org-less provider. */
-export const OVERRIDE = {
-  orgId: '',
-  provider: '',
-  model: 'my-model',
-  validFrom: 0,
-  inputPerMtok: '1',
-  outputPerMtok: '2',
-  cachedInputPerMtok: null,
-  cacheWriteInputPerMtok: null,
-  reasoningPerMtok: null,
-  imageEach: null,
-  webSearchEach: null,
-  requestEach: null,
-};
-
-/**
- * What every control store does, whatever its dialect: each dialect's test
- * file calls this with a function that returns a started store over an
- * empty database (and registers its teardown).
- */
 export function controlStoreContract(fresh: () => Promise<ControlStore>): void {
-  const base = OVERRIDE;
+  const base = makeOverride();
 
   it('has a default plan after migrating, and migrating again changes nothing', async () => {
     const store = await fresh();
