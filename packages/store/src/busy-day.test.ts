@@ -348,10 +348,12 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     const count = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const };
     const f = { ...count, limit: 3 };
     const scan = scanning(store);
+    const bySession = { ...f, by: 'session' as const };
     const first = [1, 2, 4, 5, 7, 8].flatMap(byTrace);
     await store.insertLines(buf(first), first.length);
     expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
-    // Costlier traces (more tokens) than the listed ones, written after the read: today's list is touched.
+    expect(await usageReport(store, bySession)).toEqual(await usageReport(scan, bySession));
+    // Costlier traces (more tokens) than the listed ones, written after the read: today's lists are touched.
     const more = [10, 11].flatMap(byTrace);
     await store.insertLines(buf(more), more.length);
     let release = () => {};
@@ -363,6 +365,9 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
       expect((ranked as { group: string }[]).map((r) => r.group)).toContain('t11');
       expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
       expect(statements.some((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_dadv_touched'))).toBe(true);
+      const sessions = await Promise.race([usageReport(store, bySession), sleep(20_000).then(() => 'waited for the writer')]);
+      expect(sessions).toEqual(await usageReport(scan, bySession));
+      expect(statements.some((s) => s.startsWith('CREATE OR REPLACE TEMP TABLE ti_sadv_touched'))).toBe(true);
     } finally {
       release();
       await held;

@@ -219,6 +219,11 @@ export class DuckDbFile {
     await conn.run(sql);
   }
 
+  /** Reads on a connection of the caller's (from `connect`), inside its transaction when it has one open. */
+  async rowsOn(conn: DuckDBConnection, sql: string): Promise<QueryRow[]> {
+    return (await conn.runAndReadAll(sql)).getRowObjectsJson() as QueryRow[];
+  }
+
   /** Reads through the writer: inside its transaction, or between writes. */
   async rows(sql: string): Promise<QueryRow[]> {
     try {

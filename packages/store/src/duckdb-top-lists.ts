@@ -32,7 +32,7 @@ import { DuckDBDateValue } from '@duckdb/node-api';
 import { addDays, DAY_MS, dayMs, daysBetween, isDayText } from '@trace-ingest/shared/dates';
 import { DAILY_ROLLUPS, dailyDeltaSql, DUCKDB_ROLLUP, MEASURES } from '@trace-ingest/shared/rollups';
 import { isConflict, sqlString, type DuckDbFile } from './duckdb-file.js';
-import type { SqlPart, TopLists } from './span-store.js';
+import type { QueryRow, SqlPart, TopLists } from './span-store.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, unmarkedDays, type TopList, type TopListName } from './top-lists.js';
 import { TraceFilter } from './trace-filter.js';
 
@@ -369,6 +369,16 @@ export function overTouchedSql(l: TopList, days: readonly string[], orgs: readon
   );
 }
 
+/** Where an advance's statements run: the writer, or a connection beside it. */
+interface Statements {
+  run(sql: string): Promise<unknown>;
+  rows(sql: string): Promise<QueryRow[]>;
+}
+
+/** The days of `range` with touches a read has not taken in (rows: d), in order. */
+const touchedDaysSql = (l: TopList, range: string): string =>
+  `SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${l.touches} WHERE ${range} AND ${NEW_TOUCH} ORDER BY d`;
+
 /** How many days of `where` a list has marked (`marked`) and how many new touches it holds there (`touched`). */
 const stateSql = (l: TopList, where: string): string =>
   `SELECT (SELECT count(*) FROM ${l.marks} WHERE ${where}) AS marked, (SELECT count(*) FROM ${l.touches} WHERE ${where} AND ${NEW_TOUCH}) AS touched`;
@@ -683,8 +693,8 @@ export class DuckDbTopLists implements TopLists {
     const [current] = await this.file.query(stateSql(list, range));
     const marked = daysBetween(fromDay, toDay) === Number(current?.marked ?? 0);
     if (marked && Number(current?.touched ?? 0) === 0) return;
-    // Touched days of a list whose touches hold whole rows are advanced beside the writer: the read does not wait for an insert in progress.
-    if (marked && list.touchKind === 'rows' && (await this.advanceBeside(list, org, range))) return;
+    // Touched days are advanced beside the writer: the read does not wait for an insert in progress.
+    if (marked && (await this.advanceBeside(list, org, range))) return;
     for (;;) {
       const done = await this.file.exclusive(async () => {
         await this.file.checkFile();
@@ -716,27 +726,25 @@ export class DuckDbTopLists implements TopLists {
   }
 
   /**
-   * Advances the touched days of `range` (every one marked) of a `rows` list on a connection of its own, each in a
-   * transaction, beside the writer: a write that changes the same rows meanwhile (the writer advancing the day, an
-   * unmark, an erasure) conflicts with it, and the later of the two is rolled back; false when this one was (the
-   * caller then goes through the writer), or when the touched days are more than a chunk.
+   * Advances the touched days of `range` (every one marked) on a connection of its own, each in a transaction, beside
+   * the writer: the advance deletes the day's list rows and touches and updates its mark, so a write that changes them
+   * meanwhile (the writer's own advance, an unmark, an erasure, a reprice) conflicts with it, and the later of the two
+   * is rolled back. False when this one was (the caller then goes through the writer), or when the touched days are
+   * more than a chunk.
    */
   private async advanceBeside(list: TopList, org: string, range: string): Promise<boolean> {
     const conn = await this.file.connect();
+    const on: Statements = { run: (sql) => this.file.runOn(conn, sql), rows: (sql) => this.file.rowsOn(conn, sql) };
     try {
-      const touched = (
-        await conn.runAndReadAll(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH} ORDER BY d`)
-      )
-        .getRowObjectsJson()
-        .map((r) => String(r.d));
+      const touched = (await on.rows(touchedDaysSql(list, range))).map((r) => String(r.d));
       if (touched.length > TOP_LISTS_CHUNK_DAYS) return false;
       for (const day of touched) {
-        await this.file.runOn(conn, 'BEGIN TRANSACTION');
+        await on.run('BEGIN TRANSACTION');
         try {
-          for (const sql of advanceFromTouchesSql(list, org, day, this.perDay)) await this.file.runOn(conn, sql);
-          await this.file.runOn(conn, 'COMMIT');
+          await this.advanceDayOn(on, list, org, day);
+          await on.run('COMMIT');
         } catch {
-          await this.file.runOn(conn, 'ROLLBACK').catch(() => undefined);
+          await on.run('ROLLBACK').catch(() => undefined);
           return false;
         }
       }
@@ -748,25 +756,26 @@ export class DuckDbTopLists implements TopLists {
 
   /** Advances up to a chunk of the range's touched days (every one marked: a touch needs a mark, an unmark drops touches); true when none is left. */
   private async advance(list: TopList, org: string, range: string): Promise<boolean> {
-    const touched = (
-      await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d FROM ${list.touches} WHERE ${range} AND ${NEW_TOUCH} ORDER BY d`)
-    ).map((r) => String(r.d));
+    const touched = (await this.file.rows(touchedDaysSql(list, range))).map((r) => String(r.d));
     for (const day of touched.slice(0, TOP_LISTS_CHUNK_DAYS)) await this.advanceDay(list, org, day);
     return touched.length <= TOP_LISTS_CHUNK_DAYS;
   }
 
-  /** Advances one marked day of one org (`org`: a SQL string literal) from its list and touches, in one transaction. */
+  /** Advances one marked day of one org (`org`: a SQL string literal) from its list and touches, in one transaction on the writer. */
   private async advanceDay(list: TopList, org: string, day: string): Promise<void> {
-    await this.file.transaction(async () => {
-      if (list.touchKind === 'rows') {
-        for (const s of advanceFromTouchesSql(list, org, day, this.perDay)) await this.file.run(s);
-        return;
-      }
-      const a = advanceFromDeltasSql(list, org, day, this.perDay);
-      for (const s of a.prepare) await this.file.run(s);
-      const [looks] = await this.file.rows(a.looks);
-      await this.file.run(a.lookup(Number(looks?.n ?? 0) > 0));
-      for (const s of a.finish) await this.file.run(s);
-    });
+    await this.file.transaction(() => this.advanceDayOn(this.file, list, org, day));
+  }
+
+  /** The statements of an advance of one day, run `on` the writer or beside it, inside the caller's transaction. */
+  private async advanceDayOn(on: Statements, list: TopList, org: string, day: string): Promise<void> {
+    if (list.touchKind === 'rows') {
+      for (const s of advanceFromTouchesSql(list, org, day, this.perDay)) await on.run(s);
+      return;
+    }
+    const a = advanceFromDeltasSql(list, org, day, this.perDay);
+    for (const s of a.prepare) await on.run(s);
+    const [looks] = await on.rows(a.looks);
+    await on.run(a.lookup(Number(looks?.n ?? 0) > 0));
+    for (const s of a.finish) await on.run(s);
   }
 }
