@@ -393,6 +393,17 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(after).toEqual(await usageReport(scan, f));
     expect(after.map((r) => r.group)).toContain('t13');
     expect(await store.query('SELECT count(*)::INTEGER AS n FROM trace_top_touches')).toEqual([{ n: 0 }]);
+    // A write unmarks the day between the read's look and its advance beside the writer: the advance tells the read to
+    // go through the writer, which rebuilds the day, rather than rank the stale list.
+    const more2 = [16, 17].flatMap(byTrace);
+    await store.insertLines(buf(more2), more2.length);
+    const lists = (store as unknown as { lists: { advanceBeside: (l: unknown, org: string, range: string, days: number) => Promise<boolean> } }).lists;
+    const range = "org_id = 'org_a' AND start_date >= DATE '2026-11-26' AND start_date < DATE '2026-11-27'";
+    await file.exclusive(() => file.run("DELETE FROM trace_top_days WHERE org_id = 'org_a' AND start_date = DATE '2026-11-26'"));
+    expect(await lists.advanceBeside(TOP_LISTS.trace, "'org_a'", range, 1)).toBe(false);
+    statements = [];
+    expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
+    expect(statements.some((s) => s.includes('ti_top_day'))).toBe(true);
   });
   it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
     const price = pricer(firstPrices);

@@ -691,10 +691,11 @@ export class DuckDbTopLists implements TopLists {
     };
     // A read that finds its days current takes nothing from the writer (the reader connection: the writer may be mid-transaction).
     const [current] = await this.file.query(stateSql(list, range));
-    const marked = daysBetween(fromDay, toDay) === Number(current?.marked ?? 0);
+    const days = daysBetween(fromDay, toDay);
+    const marked = days === Number(current?.marked ?? 0);
     if (marked && Number(current?.touched ?? 0) === 0) return;
     // Touched days are advanced beside the writer: the read does not wait for an insert in progress.
-    if (marked && (await this.advanceBeside(list, org, range))) return;
+    if (marked && (await this.advanceBeside(list, org, range, days))) return;
     for (;;) {
       const done = await this.file.exclusive(async () => {
         await this.file.checkFile();
@@ -729,10 +730,10 @@ export class DuckDbTopLists implements TopLists {
    * Advances the touched days of `range` (every one marked) on a connection of its own, each in a transaction, beside
    * the writer: the advance deletes the day's list rows and touches and updates its mark, so a write that changes them
    * meanwhile (the writer's own advance, an unmark, an erasure, a reprice) conflicts with it, and the later of the two
-   * is rolled back. False when this one was (the caller then goes through the writer), or when the touched days are
-   * more than a chunk.
+   * is rolled back. False when this one was (the caller then goes through the writer), when the touched days are
+   * more than a chunk, or when a write unmarked one of the range's `days` meanwhile (the writer then rebuilds it).
    */
-  private async advanceBeside(list: TopList, org: string, range: string): Promise<boolean> {
+  private async advanceBeside(list: TopList, org: string, range: string, days: number): Promise<boolean> {
     const conn = await this.file.connect();
     const on: Statements = { run: (sql) => this.file.runOn(conn, sql), rows: (sql) => this.file.rowsOn(conn, sql) };
     try {
@@ -748,7 +749,8 @@ export class DuckDbTopLists implements TopLists {
           return false;
         }
       }
-      return true;
+      const [m] = await on.rows(`SELECT count(*) AS n FROM ${list.marks} WHERE ${range}`);
+      return Number(m?.n ?? 0) === days;
     } finally {
       conn.closeSync();
     }
