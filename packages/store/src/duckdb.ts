@@ -27,7 +27,7 @@ export interface DuckDbSpanStoreOptions {
   migrationsDir?: URL | undefined;
   /** Partial rollup rows written before they are folded into one per key (default 20,000). */
   compactRows?: number | undefined;
-  /** DuckDB's checkpoint_threshold: the size its own log reaches before a checkpoint (default 256MB). */
+  /** DuckDB's checkpoint_threshold: the size its own log reaches before a checkpoint (default 64MB). */
   checkpointThreshold?: string | undefined;
   /** How many traces (and sessions) each day's top list keeps (default TOP_LISTS_PER_DAY); tests give a few. */
   topListsPerDay?: number | undefined;
