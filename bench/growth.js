@@ -104,7 +104,7 @@ async function main() {
     throw new Error(`--reuse takes a data dir kept by --keep of a DuckDB run (${o.reuse} has no spans.duckdb)`);
   const dir = o.reuse ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ti-growth-'));
   const run = `growth_${Date.now()}`;
-  const env = { DATA_DIR: dir, LOG_LEVEL: 'warn' };
+  const env = { DATA_DIR: dir, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
   if (process.env.CLICKHOUSE_URL) env.CLICKHOUSE_URL = process.env.CLICKHOUSE_URL.replace(/\/[^/]*$/, `/${run}`);
   const kind = env.CLICKHOUSE_URL ? 'clickhouse' : 'duckdb';
   if (o.reuse === undefined) {
@@ -258,8 +258,12 @@ async function main() {
             for (const page of Object.keys(underLoad)) {
               const t = performance.now();
               try {
+                const at = new Date().toISOString();
                 await get(`${page}?${todayQ}`);
-                underLoad[page].push(performance.now() - t);
+                const ms = performance.now() - t;
+                underLoad[page].push(ms);
+                // A slow read's start, to find what held it in the server's log (kept beside the store).
+                if (ms > 1000) console.error(`  growth: console ${page} under load took ${Math.round(ms)} ms from ${at}`);
               } catch (e) {
                 figures.errors.push(`console ${page} under load: ${e.message}`);
               }

@@ -82,6 +82,10 @@ async function main() {
     await import('./busy-lists.js');
     return;
   }
+  if (process.argv.includes('--checkpoint')) {
+    await import('./checkpoint.js');
+    return;
+  }
   if (process.argv.includes('--retention')) {
     await import('./retention.js');
     return;

@@ -35,6 +35,7 @@ export interface DuckDbFileOptions {
   logger?: DuckDbMigrationLogger | undefined;
   migrationsDir?: URL | undefined;
   checkpointThreshold?: string | undefined;
+  rowGroupRows?: number | undefined;
   readOnly?: boolean | undefined;
 }
 
@@ -79,7 +80,9 @@ export class DuckDbFile {
     const instance = await DuckDBInstance.create(':memory:', settings);
     try {
       const boot = await instance.connect();
-      await boot.run(`ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (${readOnly ? 'READ_ONLY' : `ROW_GROUP_SIZE ${ROW_GROUP_ROWS}`})`);
+      await boot.run(
+        `ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (${readOnly ? 'READ_ONLY' : `ROW_GROUP_SIZE ${this.opts.rowGroupRows ?? ROW_GROUP_ROWS}`})`,
+      );
       if (created) await fs.chmod(this.opts.file, 0o600);
       this.reader = await instance.connect();
       await this.reader.run(`USE ${CATALOG}`);

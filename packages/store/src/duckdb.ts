@@ -29,6 +29,8 @@ export interface DuckDbSpanStoreOptions {
   compactRows?: number | undefined;
   /** DuckDB's checkpoint_threshold: the size its own log reaches before a checkpoint (default 64MB). */
   checkpointThreshold?: string | undefined;
+  /** Rows per row group of what this process writes (default 8,192); row groups written before keep their size. */
+  rowGroupRows?: number | undefined;
   /** How many traces (and sessions) each day's top list keeps (default TOP_LISTS_PER_DAY); tests give a few. */
   topListsPerDay?: number | undefined;
   /** A monotonic clock in ms (default performance.now): how long ago an org's lists were last read; tests step it. */
