@@ -201,6 +201,10 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
   let statements: string[];
   /** The store's monotonic clock (ms): how long since an org's lists were read. */
   let clock: number;
+  /** Past the five minutes after a read in which the writer advances every day it touches: the next read advances. */
+  const lookAway = () => {
+    clock += 300_001;
+  };
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-busy-insert-'));
     clock = 0;
@@ -292,6 +296,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     // Between two reads, one batch or several (a trace touched twice: its last touch holds its row).
     const reads = [[[...byTrace(10), ...late(1, 900_000)]], [late(2, 5)], [[...late(4, 2_000_000), ...late(10, 1)], late(4, 3), byTrace(11)]];
     for (const batches of reads) {
+      lookAway();
       for (const batch of batches) {
         statements = [];
         await store.insertLines(buf(batch), batch.length);
@@ -355,6 +360,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(await usageReport(store, bySession)).toEqual(await usageReport(scan, bySession));
     // Costlier traces (more tokens) than the listed ones, written after the read: today's lists are touched.
     const more = [10, 11].flatMap(byTrace);
+    lookAway();
     await store.insertLines(buf(more), more.length);
     let release = () => {};
     const held = file.exclusive(() => new Promise<void>((r) => (release = r)));
@@ -375,6 +381,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     // The writer advancing the same day at the same moment (its transaction open): the read's advance beside it conflicts,
     // is rolled back, and the read then waits for the writer, whose advance took the touches in.
     const late = [13, 14].flatMap(byTrace);
+    lookAway();
     await store.insertLines(buf(late), late.length);
     let commit: (() => void) | undefined;
     const advancing = file.exclusive(() =>
@@ -396,6 +403,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     // A write unmarks the day between the read's look and its advance beside the writer: the advance tells the read to
     // go through the writer, which rebuilds the day, rather than rank the stale list.
     const more2 = [16, 17].flatMap(byTrace);
+    lookAway();
     await store.insertLines(buf(more2), more2.length);
     const lists = (store as unknown as { lists: { advanceBeside: (l: unknown, org: string, range: string, days: number) => Promise<boolean> } }).lists;
     const range = "org_id = 'org_a' AND start_date >= DATE '2026-11-26' AND start_date < DATE '2026-11-27'";
@@ -404,6 +412,59 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     statements = [];
     expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
     expect(statements.some((s) => s.includes('ti_top_day'))).toBe(true);
+  });
+  it('advances every day a write touched in its transaction while its lists are being read: a read finds them current and writes nothing', async () => {
+    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
+    const byTrace = (t: number) => rows.filter((r) => r.trace_id === `t${t}`);
+    const file = (store as unknown as { file: DuckDbFile }).file;
+    const count = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const };
+    const f = { ...count, limit: 3 };
+    const bySession = { ...f, by: 'session' as const };
+    const scan = scanning(store);
+    const first = [1, 2, 4, 5, 7, 8].flatMap(byTrace);
+    await store.insertLines(buf(first), first.length);
+    for (const q of [f, bySession]) expect(await usageReport(store, q)).toEqual(await usageReport(scan, q));
+    const touches =
+      'SELECT (SELECT count(*) FROM trace_top_touches)::INTEGER AS trace, ' +
+      '(SELECT count(*) FROM session_top_touches WHERE fresh IS NOT NULL)::INTEGER AS session';
+    // Costlier traces than the listed ones, a minute after the read: the writer takes them into both lists itself.
+    clock += 60_000;
+    const more = [10, 11].flatMap(byTrace);
+    statements = [];
+    await store.insertLines(buf(more), more.length);
+    expect(await store.query(touches)).toEqual([{ trace: 0, session: 0 }]);
+    // Before the write commits: DuckDB may checkpoint at that commit, and a read must not find the touches meanwhile.
+    const commit = statements.lastIndexOf('COMMIT');
+    for (const t of ['ti_dadv_touched', 'ti_sadv_touched']) {
+      const advance = statements.findIndex((q) => q.startsWith(`CREATE OR REPLACE TEMP TABLE ${t}`));
+      expect(advance, t).toBeGreaterThan(-1);
+      expect(advance, t).toBeLessThan(commit);
+      expect(statements.indexOf('BEGIN TRANSACTION'), t).toBeLessThan(advance);
+      expect(statements.filter((q) => q === 'BEGIN TRANSACTION').length, t).toBe(1);
+    }
+    // The reads neither write nor wait for the writer (held here, as by an insert or a checkpoint of DuckDB's).
+    let release = () => {};
+    const held = file.exclusive(() => new Promise<void>((r) => (release = r)));
+    try {
+      statements = [];
+      for (const q of [f, bySession]) {
+        const ranked = await Promise.race([usageReport(store, q), sleep(20_000).then(() => 'waited for the writer')]);
+        expect(ranked).toEqual(await usageReport(scan, q));
+      }
+      expect((await usageReport(store, f)).map((r) => r.group)).toContain('t11');
+      expect(await countGroups(store, count)).toBe(await countGroups(scan, count));
+      expect(statements).toEqual([]);
+    } finally {
+      release();
+      await held;
+    }
+    // Five minutes without a read: a write leaves its touches to the next read (or to ten lists' worth of them).
+    lookAway();
+    const late = [13, 14].flatMap(byTrace);
+    await store.insertLines(buf(late), late.length);
+    const [left] = await store.query(touches);
+    expect(left?.trace).toBeGreaterThan(0);
+    for (const q of [f, bySession]) expect(await usageReport(store, q)).toEqual(await usageReport(scan, q));
   });
   it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
     const price = pricer(firstPrices);
@@ -434,6 +495,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
         (x) => price(x),
       );
     const insert = async (rows: SpanRow[]) => {
+      lookAway();
       statements = [];
       await store.insertLines(buf(rows), rows.length);
     };

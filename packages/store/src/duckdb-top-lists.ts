@@ -45,6 +45,14 @@ import { TraceFilter } from './trace-filter.js';
 const ADVANCE_TOUCHES = 10;
 
 /**
+ * How long after a read of an org's list the writer advances every day a write touched, in the write's transaction:
+ * while someone is looking (a console open), a read then finds the day current and writes nothing, so it never waits
+ * for the writer, nor for a checkpoint of DuckDB's (which holds every write, an advance beside the writer too, for
+ * seconds on a busy day). The advance costs about the write's touches and the day's list.
+ */
+const READING_MS = 300_000;
+
+/**
  * How long after a read of an org's list the writer keeps that list's days current itself (advances a busy day,
  * builds the next one): while someone looks, reads stay short; when nobody has for this long, a busy day's list lapses
  * and writes into it pay nothing for it (a marked day's touches cost ~20% of an insert's CPU), and the next read
@@ -355,13 +363,15 @@ export function touchSql(from: TouchSources, l: TopList, days: readonly string[]
   );
 }
 
+/** The new touches of a day past which the writer advances it after its write while the org's list is watched. */
+const advanceTouches = (perDay: number): number => Math.max(1, Math.trunc(perDay)) * ADVANCE_TOUCHES;
+
 /**
- * A query of the days of `list` among `days` of `orgs` (marked) with more than ADVANCE_TOUCHES lists' worth of new
- * touches, with how many (`n`) and how many groups the day has (`groups`). Rows: org_id, d, n, groups.
+ * A query of the days of `list` among `days` of `orgs` (marked) with more than `most` new touches, with how many (`n`)
+ * and how many groups the day has (`groups`). Rows: org_id, d, n, groups.
  */
-export function overTouchedSql(l: TopList, days: readonly string[], orgs: readonly string[], perDay: number): string {
+export function overTouchedSql(l: TopList, days: readonly string[], orgs: readonly string[], most: number): string {
   const where = `start_date IN (${days.map(dateLiteral).join(', ')}) AND org_id IN (${orgs.join(', ')}) AND ${NEW_TOUCH}`;
-  const most = Math.max(1, Math.trunc(perDay)) * ADVANCE_TOUCHES;
   return (
     `SELECT t.org_id, CAST(t.start_date AS VARCHAR) AS d, t.n, m.group_count AS groups FROM ` +
     `(SELECT org_id, start_date, count(*) AS n FROM ${l.touches} WHERE ${where} GROUP BY org_id, start_date HAVING count(*) > ${most}) t ` +
@@ -476,10 +486,15 @@ export class DuckDbTopLists implements TopLists {
       const sql = touchSql(from, l, m.days, m.orgs);
       if (sql === undefined) continue;
       await this.file.run(sql);
-      for (const r of await this.file.rows(overTouchedSql(l, m.days, m.orgs, this.perDay))) {
-        const [org, day] = [String(r.org_id), String(r.d)];
-        if (this.watched(l, org)) this.noteDue(l, org, day, 'advance');
-        else if (Number(r.n) > Number(r.groups) / 4) {
+      const most = advanceTouches(this.perDay);
+      const reading = [...m.pairs].some((p) => this.reading(l, p.slice(p.indexOf('\0') + 1)));
+      for (const r of await this.file.rows(overTouchedSql(l, m.days, m.orgs, reading ? 0 : most))) {
+        const [org, day, n] = [String(r.org_id), String(r.d), Number(r.n)];
+        // Someone is looking: the day is advanced before the write commits, so no read ever finds its touches (DuckDB may
+        // checkpoint at that commit, holding every write, a read's advance too, for seconds on a busy day).
+        if (this.reading(l, org)) await this.advanceDayOn(this.file, l, sqlString(org), day);
+        else if (this.watched(l, org) && n > most) this.noteDue(l, org, day, 'advance');
+        else if (!this.watched(l, org) && n > most && n > Number(r.groups) / 4) {
           // Nobody reads the org's lists lately: the day is rebuilt when read (its touches outgrew a quarter of the groups
           // a rebuild reads, at about a third of the work per row), and writes to it pay nothing for a list meanwhile.
           const where = `org_id = ${sqlString(org)} AND start_date = ${dateLiteral(day)}`;
@@ -653,8 +668,17 @@ export class DuckDbTopLists implements TopLists {
 
   /** Whether the org's list was read within WATCHED_MS: the writer then keeps its days current itself. */
   private watched(list: TopList, org: string): boolean {
+    return this.readWithin(list, org, WATCHED_MS);
+  }
+
+  /** Whether the org's list was read within READING_MS: the writer then advances every day it touches. */
+  private reading(list: TopList, org: string): boolean {
+    return this.readWithin(list, org, READING_MS);
+  }
+
+  private readWithin(list: TopList, org: string, ms: number): boolean {
     const at = this.lastRead.get(`${list.table}\0${org}`);
-    return at !== undefined && this.now() - at <= WATCHED_MS;
+    return at !== undefined && this.now() - at <= ms;
   }
 
   private noteDue(list: TopList, org: string, day: string, kind: 'rebuild' | 'advance'): void {
