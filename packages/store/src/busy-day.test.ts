@@ -466,6 +466,65 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(left?.trace).toBeGreaterThan(0);
     for (const q of [f, bySession]) expect(await usageReport(store, q)).toEqual(await usageReport(scan, q));
   });
+  it("reruns a write whose advance meets a read's advance of the same day, and still counts the sessions it brought as new", async () => {
+    const price = pricer(firstPrices);
+    let n = 0;
+    /** One trace of one costed span today in a session. */
+    const call = (session: string, inputTokens: number) =>
+      payloadToRows(
+        makePayload({
+          traces: [
+            makeTrace({
+              traceId: `rr-${++n}`,
+              sessionId: session,
+              spans: [
+                makeSpan({
+                  spanId: `rr-${n}`,
+                  startTime: NOW - 60_000 + n,
+                  endTime: NOW - 59_000 + n,
+                  provider: 'openai',
+                  modelId: 'gpt-4o',
+                  usage: { inputTokens, outputTokens: 10 },
+                }),
+              ],
+            }),
+          ],
+        }),
+        { orgId: 'org_a', keyPrefix: 'ti_test', receivedAt: NOW },
+        (x) => price(x),
+      );
+    const file = (store as unknown as { file: DuckDbFile }).file;
+    const today = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'session' as const };
+    const scan = scanning(store);
+    const insert = (rows: SpanRow[]) => store.insertLines(buf(rows), rows.length);
+    await insert(Array.from({ length: 6 }, (_, i) => call(`s${i}`, 1000 * (i + 1))).flat());
+    expect(await usageReport(store, { ...today, limit: 3 })).toEqual(await usageReport(scan, { ...today, limit: 3 }));
+    // Touches left by a write nobody was reading, then a read of another day: the org is read again, today is not.
+    lookAway();
+    await insert(call('s0', 10));
+    await usageReport(store, { ...today, from: TODAY - DAY, to: TODAY, limit: 3 });
+    // A read's advance of today beside the writer, open: the write's own advance of today conflicts with it.
+    const conn = await file.connect();
+    try {
+      await file.runOn(conn, 'BEGIN TRANSACTION');
+      await file.runOn(conn, "DELETE FROM session_top_touches WHERE org_id = 'org_a' AND start_date = DATE '2026-11-26'");
+      statements = [];
+      const write = insert([...call('new-1', 20), ...call('s1', 30)]);
+      while (statements.filter((q) => q === 'BEGIN TRANSACTION').length < 2) await sleep(5);
+      await file.runOn(conn, 'ROLLBACK');
+      await write;
+    } finally {
+      conn.closeSync();
+    }
+    expect(statements.filter((q) => q === 'BEGIN TRANSACTION').length).toBeGreaterThan(1);
+    expect(await countGroups(store, today)).toBe(await countGroups(scan, today));
+    const [counted] = await store.query(
+      "SELECT (SELECT group_count FROM session_top_days WHERE start_date = DATE '2026-11-26')::INTEGER AS marked, " +
+        "(SELECT count(DISTINCT session_id) FROM spans WHERE start_date = DATE '2026-11-26')::INTEGER AS sessions",
+    );
+    expect(counted?.marked).toBe(counted?.sessions);
+    for (const limit of [1, 3]) expect(await usageReport(store, { ...today, limit })).toEqual(await usageReport(scan, { ...today, limit }));
+  });
   it("brings today's session list up to date from its list and touches, reading today's rollup rows only of sessions that could enter the list", async () => {
     const price = pricer(firstPrices);
     let n = 0;

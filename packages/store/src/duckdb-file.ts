@@ -196,10 +196,12 @@ export class DuckDbFile {
 
   /**
    * Runs `body` in one transaction on the writer; rolled back whole when it throws. A transaction that met a conflict
-   * with a write beside the writer (a top list advanced by a read, see `runOn`) runs again, from the start.
+   * with a write beside the writer (a top list advanced by a read, see `runOn`) runs again, from the start, after
+   * `rerun` (which drops what the body derived in memory from the attempt rolled back).
    */
-  async transaction(body: () => Promise<void>): Promise<void> {
+  async transaction(body: () => Promise<void>, rerun?: () => void): Promise<void> {
     for (let attempt = 1; ; attempt++) {
+      if (attempt > 1) rerun?.();
       await this.run('BEGIN TRANSACTION');
       try {
         await body();

@@ -123,11 +123,15 @@ export class DuckDbIngest {
   private async writeBatch(lines: Lines, keep: 'first' | 'last', write: (range: BatchRange) => Promise<void>): Promise<void> {
     await this.file.checkFile();
     await this.withBatchFile(lines, (source) =>
-      this.file.transaction(async () => {
-        await this.loadBatch(source, keep);
-        const range = await this.batchRange();
-        if (range !== undefined) await write(range);
-      }),
+      this.file.transaction(
+        async () => {
+          await this.loadBatch(source, keep);
+          const range = await this.batchRange();
+          if (range !== undefined) await write(range);
+        },
+        // The attempt rolled back noted its sessions as stored: they would not count as new to their day again.
+        () => this.topLists.forgetStored(),
+      ),
     );
   }
 
