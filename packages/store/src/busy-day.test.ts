@@ -205,6 +205,20 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
   const lookAway = () => {
     clock += 300_001;
   };
+  /** Today's traces of the busy day, the store's file, and today ranked by trace and by session (limit 3), with a scan to compare. */
+  const todayCase = () => {
+    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
+    const count = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const };
+    const f = { ...count, limit: 3 };
+    return {
+      byTrace: (t: number) => rows.filter((r) => r.trace_id === `t${t}`),
+      file: (store as unknown as { file: DuckDbFile }).file,
+      count,
+      f,
+      bySession: { ...f, by: 'session' as const },
+      scan: scanning(store),
+    };
+  };
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-busy-insert-'));
     clock = 0;
@@ -347,13 +361,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(await store.query(state)).toEqual([{ marks: 1, touches: 0 }]);
   });
   it('ranks a day touched since its last read while an insert holds the writer, and gives way to a write of the same rows', async () => {
-    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
-    const byTrace = (t: number) => rows.filter((r) => r.trace_id === `t${t}`);
-    const file = (store as unknown as { file: DuckDbFile }).file;
-    const count = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const };
-    const f = { ...count, limit: 3 };
-    const scan = scanning(store);
-    const bySession = { ...f, by: 'session' as const };
+    const { byTrace, file, count, f, bySession, scan } = todayCase();
     const first = [1, 2, 4, 5, 7, 8].flatMap(byTrace);
     await store.insertLines(buf(first), first.length);
     expect(await usageReport(store, f)).toEqual(await usageReport(scan, f));
@@ -414,13 +422,7 @@ describe('the insert path on a day that holds most rows', { timeout: 120_000 }, 
     expect(statements.some((s) => s.includes('ti_top_day'))).toBe(true);
   });
   it('advances every day a write touched in its transaction while its lists are being read: a read finds them current and writes nothing', async () => {
-    const rows = busyDay().filter((r) => r.start_date === '2026-11-26');
-    const byTrace = (t: number) => rows.filter((r) => r.trace_id === `t${t}`);
-    const file = (store as unknown as { file: DuckDbFile }).file;
-    const count = { orgId: 'org_a', from: TODAY, to: TODAY + DAY, by: 'trace' as const };
-    const f = { ...count, limit: 3 };
-    const bySession = { ...f, by: 'session' as const };
-    const scan = scanning(store);
+    const { byTrace, file, count, f, bySession, scan } = todayCase();
     const first = [1, 2, 4, 5, 7, 8].flatMap(byTrace);
     await store.insertLines(buf(first), first.length);
     for (const q of [f, bySession]) expect(await usageReport(store, q)).toEqual(await usageReport(scan, q));
