@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { DuckDbFile, isConflict } from './duckdb-file.js';
 
 async function openFile(): Promise<{ file: DuckDbFile; begins: () => number }> {
@@ -62,5 +63,41 @@ describe('a writer transaction beside another connection that changes the same r
     expect(isConflict(failed)).toBe(false);
     expect(begins()).toBe(1);
     expect(await file.rows('SELECT count(*)::INTEGER AS n FROM t')).toEqual([{ n: 2 }]);
+  });
+});
+
+describe('the storage format', () => {
+  const format = async (file: DuckDbFile): Promise<unknown> =>
+    (await file.query("SELECT tags['storage_version'] AS v FROM duckdb_databases() WHERE database_name = current_database()"))[0]?.v;
+
+  it('writes a new file in v1.5.0, and brings a file of an older one to it at attach with its rows', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-duckdb-format-'));
+    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const fresh = new DuckDbFile({ file: path.join(dir, 'new.duckdb'), tmpDir: path.join(dir, 'tmp') }, () => Promise.resolve());
+    onTestFinished(() => fresh.close());
+    await fresh.open();
+    expect(await format(fresh)).toBe('v1.5.0+');
+
+    // A file written by an earlier release, in DuckDB's default format of its time.
+    const old = path.join(dir, 'old.duckdb');
+    const instance = await DuckDBInstance.create(':memory:');
+    const c = await instance.connect();
+    await c.run(`ATTACH '${old}' AS o (STORAGE_VERSION 'v1.0.0')`);
+    await c.run('CREATE TABLE o.t AS SELECT range AS k FROM range(20000)');
+    await c.run('DETACH o');
+    c.closeSync();
+    instance.closeSync();
+
+    for (const readOnly of [false, true]) {
+      const file = new DuckDbFile({ file: old, tmpDir: path.join(dir, 'tmp'), readOnly }, () => Promise.resolve());
+      await file.open();
+      try {
+        expect(await format(file)).toBe('v1.5.0+');
+        if (!readOnly) await file.run('INSERT INTO t VALUES (20000)');
+        expect(await file.query('SELECT count(*)::INTEGER AS n, max(k)::INTEGER AS k FROM t')).toEqual([{ n: 20001, k: 20000 }]);
+      } finally {
+        await file.close();
+      }
+    }
   });
 });

@@ -13,6 +13,12 @@ import { SpanStoreFileError, SpanStoreRejectedError, SpanStoreSchemaError, type 
 /** The catalog name the spans file is attached as; queries name the table alone. */
 const CATALOG = 'spans_store';
 const ROW_GROUP_ROWS = 8192;
+/**
+ * The storage format the file is written in (a file in an older one is brought to it at attach). From v1.5.0 a
+ * checkpoint reuses the stored metadata of each unchanged column of each row group; in the older formats it writes
+ * every column's metadata of every row group again, a cost per checkpoint that grows with the table.
+ */
+const STORAGE_VERSION = 'v1.5.0';
 
 // Error classes DuckDB raises when the data itself is wrong (retrying cannot help)...
 const REJECTED = /^(Conversion Error|Invalid Input Error|Constraint Error|Binder Error|Out of Range Error)/;
@@ -36,6 +42,7 @@ export interface DuckDbFileOptions {
   migrationsDir?: URL | undefined;
   checkpointThreshold?: string | undefined;
   rowGroupRows?: number | undefined;
+  storageVersion?: string | undefined;
   readOnly?: boolean | undefined;
 }
 
@@ -80,9 +87,8 @@ export class DuckDbFile {
     const instance = await DuckDBInstance.create(':memory:', settings);
     try {
       const boot = await instance.connect();
-      await boot.run(
-        `ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (${readOnly ? 'READ_ONLY' : `ROW_GROUP_SIZE ${this.opts.rowGroupRows ?? ROW_GROUP_ROWS}`})`,
-      );
+      const writable = `ROW_GROUP_SIZE ${this.opts.rowGroupRows ?? ROW_GROUP_ROWS}, STORAGE_VERSION ${sqlString(this.opts.storageVersion ?? STORAGE_VERSION)}`;
+      await boot.run(`ATTACH ${sqlString(this.opts.file)} AS ${CATALOG} (${readOnly ? 'READ_ONLY' : writable})`);
       if (created) await fs.chmod(this.opts.file, 0o600);
       this.reader = await instance.connect();
       await this.reader.run(`USE ${CATALOG}`);

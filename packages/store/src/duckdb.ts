@@ -31,6 +31,8 @@ export interface DuckDbSpanStoreOptions {
   checkpointThreshold?: string | undefined;
   /** Rows per row group of what this process writes (default 8,192); row groups written before keep their size. */
   rowGroupRows?: number | undefined;
+  /** DuckDB's storage format the file is written in (default v1.5.0; an older file is brought to it at attach). */
+  storageVersion?: string | undefined;
   /** How many traces (and sessions) each day's top list keeps (default TOP_LISTS_PER_DAY); tests give a few. */
   topListsPerDay?: number | undefined;
   /** A monotonic clock in ms (default performance.now): how long ago an org's lists were last read; tests step it. */
