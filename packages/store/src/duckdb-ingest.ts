@@ -23,7 +23,7 @@ import type { RollupFolding } from './duckdb-rollup-folding.js';
 import type { DuckDbTopLists } from './duckdb-top-lists.js';
 import type { CostChange, Lines } from './span-store.js';
 import { dateLiteral } from './top-lists.js';
-import { TraceFilter } from './trace-filter.js';
+import { fingerprintOf, fingerprintSql, TraceFilter, type Fingerprint } from './trace-filter.js';
 
 /** Days of traces the insert path keeps fingerprints of: a batch's days and the days either side (live traffic: three). */
 const TRACE_FILTER_DAYS = 6;
@@ -211,8 +211,10 @@ export class DuckDbIngest {
     const days = `start_date BETWEEN DATE '${range.dayLo}' - ${TRACE_WINDOW_DAYS} AND DATE '${range.dayHi}' + ${TRACE_WINDOW_DAYS}`;
     const cands = TRACE_FIELDS.map((f) => f.candidate);
     const batchTraces = (
-      await this.file.rows('SELECT org_id, trace_id, CAST(start_date AS VARCHAR) AS d, min(start_time) AS s FROM ti_batch GROUP BY ALL')
-    ).map((r) => ({ org: String(r.org_id), trace: String(r.trace_id), day: String(r.d), start: Number(r.s) }));
+      await this.file.rows(
+        `SELECT ${fingerprintSql('org_id', 'trace_id')}, CAST(start_date AS VARCHAR) AS d, min(start_time) AS s ` + 'FROM ti_batch GROUP BY ALL',
+      )
+    ).map((r) => ({ fp: fingerprintOf(r), day: String(r.d), start: Number(r.s) }));
     const since = await this.storedSince(batchTraces);
     const known =
       `WHERE t.${days}${since === null ? ' AND false' : since === undefined ? '' : ` AND t.last_start >= ${since}`} ` +
@@ -240,7 +242,7 @@ export class DuckDbIngest {
       );
       await this.folding.bump(`INSERT INTO traces ${traceDeltaSql(d, 'ti_batch', 1)}`);
     }
-    for (const t of batchTraces) this.traceFilter.add(t.day, t.org, t.trace, t.start);
+    for (const t of batchTraces) this.traceFilter.add(t.day, t.fp, t.start);
     const value = (e: string) => candidateValueSql(d, e);
     const changed = cands.map((c) => `${value(`k.${c}`)} <> ${value(`least(b.${c}, k.${c})`)}`).join(' OR ');
     await this.file.run(
@@ -268,10 +270,7 @@ export class DuckDbIngest {
       );
       for (const r of DAILY_ROLLUPS) await this.folding.bump(`INSERT INTO ${r.table} ${dailyDeltaSql(d, 'spans', 1, `${window} AND ${moved}`, r)}`);
       this.folding.touch(await this.file.days(`spans WHERE ${window} AND ${moved}`));
-      await this.topLists.noteMoved(
-        'session',
-        `SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d, session_id AS g FROM spans WHERE ${window} AND ${moved}`,
-      );
+      await this.topLists.noteMoved('session', `spans WHERE ${window} AND ${moved}`);
       // A moved span leaves one session's costs for another's; a trace's costs stay, and the batch touches its traces below.
       await this.topLists.unmark(
         'ti_batch',
@@ -305,7 +304,7 @@ export class DuckDbIngest {
    * start of those that may, or undefined when the batch's days are too many
    * to keep (its lookup then reads those days, as it would without the filter).
    */
-  private async storedSince(traces: readonly { org: string; trace: string; day: string }[]): Promise<number | null | undefined> {
+  private async storedSince(traces: readonly { fp: Fingerprint; day: string }[]): Promise<number | null | undefined> {
     const near = new Map<string, string[]>();
     for (const t of traces)
       if (!near.has(t.day))
@@ -319,16 +318,16 @@ export class DuckDbIngest {
     for (const day of all) {
       if (this.traceFilter.has(day)) continue;
       // Once per day and process: the day's traces, read in one pass.
-      const rows = await this.file.rows(`SELECT org_id, trace_id, min(first_start) AS s FROM traces WHERE start_date = ${dateLiteral(day)} GROUP BY ALL`);
-      this.traceFilter.load(
-        day,
-        rows.map((r) => [String(r.org_id), String(r.trace_id), Number(r.s)] as const),
-        all,
+      const c = await this.file.columns(
+        // Grouped by fingerprint: traces sharing one keep the earlier start, as the filter would. Starts as DOUBLE (exact
+        // for ms since 1970), so no BIGINT becomes a JS BigInt.
+        `SELECT ${fingerprintSql('org_id', 'trace_id')}, min(first_start)::DOUBLE AS s FROM traces WHERE start_date = ${dateLiteral(day)} GROUP BY ALL`,
       );
+      this.traceFilter.load(day, { lo: c.fp_lo ?? [], hi: c.fp_hi ?? [], start: c.s }, all);
     }
     let since: number | null = null;
     for (const t of traces) {
-      const s = this.traceFilter.since(near.get(t.day) ?? [], t.org, t.trace);
+      const s = this.traceFilter.since(near.get(t.day) ?? [], t.fp);
       if (s !== undefined && (since === null || s < since)) since = s;
     }
     return since;

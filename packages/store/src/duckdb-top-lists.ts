@@ -34,7 +34,7 @@ import { DAILY_ROLLUPS, dailyDeltaSql, DUCKDB_ROLLUP, MEASURES } from '@trace-in
 import { isConflict, sqlString, type DuckDbFile } from './duckdb-file.js';
 import type { QueryRow, SqlPart, TopLists } from './span-store.js';
 import { dateLiteral, TOP_LISTS, TOP_LISTS_CHUNK_DAYS, TOP_LISTS_WINDOW_DAYS, unmarkedDays, type TopList, type TopListName } from './top-lists.js';
-import { TraceFilter } from './trace-filter.js';
+import { fingerprintOf, fingerprintSql, TraceFilter } from './trace-filter.js';
 
 /**
  * New touches of a day, in lists' worth (perDay each), past which the writer advances the day after its write while
@@ -543,23 +543,20 @@ export class DuckDbTopLists implements TopLists {
       for (const day of markedDays)
         if (!filter.has(day)) {
           // Once per day and process (and after a write that may have taken groups off it): the day's groups, in one pass.
-          const rows = await this.file.rows(`SELECT DISTINCT org_id, ${l.group} AS g FROM ${l.source} WHERE start_date = ${dateLiteral(day)}`);
-          filter.load(
-            day,
-            rows.map((r) => [String(r.org_id), String(r.g), 0] as const),
-            markedDays,
-          );
+          const c = await this.file.columns(`SELECT DISTINCT ${fingerprintSql('org_id', l.group)} FROM ${l.source} WHERE start_date = ${dateLiteral(day)}`);
+          filter.load(day, { lo: c.fp_lo ?? [], hi: c.fp_hi ?? [] }, markedDays);
         }
       const days = filter.loadedBetween(lo, hi);
       const fresh: [string, DuckDBDateValue, string][] = [];
       if (days.length > 0) {
         const groups = await this.file.rows(
-          `SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d, ${l.group} AS g FROM ${source} WHERE start_date IN (${days.map(dateLiteral).join(', ')})`,
+          `SELECT DISTINCT org_id, CAST(start_date AS VARCHAR) AS d, ${l.group} AS g, ${fingerprintSql('org_id', l.group)} ` +
+            `FROM ${source} WHERE start_date IN (${days.map(dateLiteral).join(', ')})`,
         );
         for (const r of groups) {
-          const [org, day, g] = [String(r.org_id), String(r.d), String(r.g)];
-          if (marked.has(`${day}\0${org}`) && filter.since([day], org, g) === undefined) fresh.push([org, new DuckDBDateValue(dayMs(day) / DAY_MS), g]);
-          filter.add(day, org, g, 0);
+          const [org, day, g, fp] = [String(r.org_id), String(r.d), String(r.g), fingerprintOf(r)];
+          if (marked.has(`${day}\0${org}`) && filter.since([day], fp) === undefined) fresh.push([org, new DuckDBDateValue(dayMs(day) / DAY_MS), g]);
+          filter.add(day, fp, 0);
         }
       }
       // Only a list marked on these days is touched, and its touches join the table.
@@ -580,13 +577,15 @@ export class DuckDbTopLists implements TopLists {
   }
 
   /**
-   * Spans stored earlier moved to other groups (a trace's session learned late): `moved` (a query of the days as
-   * text, `d`, orgs and the groups as `g`, in the write's transaction) notes those groups on the days each filter holds.
+   * Spans stored earlier moved to other groups (a trace's session learned late): `moved` (a table and its condition,
+   * for FROM: the spans that moved, in the write's transaction) notes their groups on the days each filter holds.
    */
   async noteMoved(list: TopListName, moved: string): Promise<void> {
-    const filter = this.stored.get(TOP_LISTS[list]);
+    const l = TOP_LISTS[list];
+    const filter = this.stored.get(l);
     if (filter === undefined || filter.empty) return;
-    for (const r of await this.file.rows(moved)) filter.add(String(r.d), String(r.org_id), String(r.g), 0);
+    const rows = await this.file.rows(`SELECT DISTINCT CAST(start_date AS VARCHAR) AS d, ${fingerprintSql('org_id', l.group)} FROM ${moved}`);
+    for (const r of rows) filter.add(String(r.d), fingerprintOf(r), 0);
   }
 
   /**
