@@ -211,9 +211,7 @@ export class DuckDbIngest {
     const days = `start_date BETWEEN DATE '${range.dayLo}' - ${TRACE_WINDOW_DAYS} AND DATE '${range.dayHi}' + ${TRACE_WINDOW_DAYS}`;
     const cands = TRACE_FIELDS.map((f) => f.candidate);
     const batchTraces = (
-      await this.file.rows(
-        `SELECT ${fingerprintSql('org_id', 'trace_id')}, CAST(start_date AS VARCHAR) AS d, min(start_time) AS s ` + 'FROM ti_batch GROUP BY ALL',
-      )
+      await this.file.rows(`SELECT ${fingerprintSql('org_id', 'trace_id')}, CAST(start_date AS VARCHAR) AS d, min(start_time) AS s FROM ti_batch GROUP BY ALL`)
     ).map((r) => ({ fp: fingerprintOf(r), day: String(r.d), start: Number(r.s) }));
     const since = await this.storedSince(batchTraces);
     const known =
