@@ -3,6 +3,7 @@
 // --batch rows, into a fresh store per variant, the variants' inserts interleaved batch by batch.
 //
 //   node bench/flush.js [--batches 20] [--batch 8192] [--warmup 2] [--profile] [--workload small]
+//                       [--block-allocator 256MiB]   (DuckDB's block_allocator_memory, as the server sets it; default none)
 //                       [--store label=path/to/duckdb.js ...]   (default: this tree's dist)
 //                       [--clickhouse http://default:@127.0.0.1:8123]   (adds the ClickHouse store,
 //                       into a fresh database: the CPU is this process's, the flusher's, not the server's)
@@ -19,7 +20,7 @@ import { stamp, workload } from './workloads.js';
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 function options(argv) {
-  const o = { batches: 20, batch: 8192, warmup: 2, profile: false, workload: 'small', stores: [], clickhouse: undefined };
+  const o = { batches: 20, batch: 8192, warmup: 2, profile: false, workload: 'small', stores: [], clickhouse: undefined, blockAllocator: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--batches') o.batches = Number(argv[++i]);
@@ -27,6 +28,7 @@ function options(argv) {
     else if (a === '--warmup') o.warmup = Number(argv[++i]);
     else if (a === '--workload') o.workload = argv[++i];
     else if (a === '--profile') o.profile = true;
+    else if (a === '--block-allocator') o.blockAllocator = argv[++i];
     else if (a === '--clickhouse') o.clickhouse = argv[++i];
     else if (a === '--store') {
       const [label, file] = argv[++i].split('=');
@@ -70,7 +72,7 @@ let inserted = 0;
 for (const s of o.stores) {
   const { DuckDbSpanStore } = await import(s.file);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-flush-'));
-  const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), threads: 1 });
+  const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), threads: 1, blockAllocatorMemory: o.blockAllocator });
   await store.start();
   variants.push({ ...s, dir, store, cpu: [], wall: [], totalUs: 0, rows: 0 });
 }

@@ -100,6 +100,15 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
  */
 const SERVER_DUCKDB_MEMORY = '1GiB';
 
+/**
+ * Of that, what DuckDB keeps for its blocks once touched: the flusher's inserts then reuse pages where each would fault in
+ * fresh ones and give them back (~15% of the flush's CPU at `small`; see bench/README.md, the DuckDB flush).
+ */
+const SERVER_DUCKDB_BLOCK_ALLOCATOR = '256MiB';
+
+/** DuckDB takes no 0 for none: the setting is left out. */
+const blockAllocatorMemory = (size: string): string | undefined => (size === '0' ? undefined : size);
+
 /** The server's bounds on a PostgreSQL call, from the config. */
 function postgresTimeouts(c: Config): PostgresTimeouts {
   return {
@@ -433,6 +442,7 @@ export class IngestServer {
       requestTimeoutMs: c.FLUSH_TIMEOUT_MS,
       duckdbThreads: c.DUCKDB_THREADS,
       duckdbMemoryLimit: c.DUCKDB_MEMORY_LIMIT ?? SERVER_DUCKDB_MEMORY,
+      duckdbBlockAllocatorMemory: blockAllocatorMemory(c.DUCKDB_BLOCK_ALLOCATOR_MEMORY ?? SERVER_DUCKDB_BLOCK_ALLOCATOR),
       logger: this.logger,
       retentionOf: (orgId: string) => this.retention?.retentionOf(orgId),
     };

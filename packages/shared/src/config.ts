@@ -21,6 +21,12 @@ const optionalString = z
   .trim()
   .transform((s) => (s === '' ? undefined : s))
   .optional();
+/** A size DuckDB takes for a memory setting, such as `512MB` or `2GiB` (no percentage: DuckDB aborts the process on some). */
+const SIZE = String.raw`\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)`;
+const duckdbSize = z
+  .string()
+  .trim()
+  .regex(new RegExp(`^${SIZE}$`, 'i'), { message: 'must be a size such as 512MB or 2GiB' });
 const bool = (def: boolean) =>
   z
     .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -67,10 +73,15 @@ export const ConfigSchema = z.object({
   /** Threads of the embedded DuckDB span store. One leaves the other cores to the request path (and costs ~20% less CPU per row than two). */
   DUCKDB_THREADS: int(1, 1),
   /** DuckDB's memory_limit, e.g. `512MB` (default: 1GiB in the server, 256MiB in a CLI command, 128MiB in reprice). */
-  DUCKDB_MEMORY_LIMIT: z
+  DUCKDB_MEMORY_LIMIT: duckdbSize.optional(),
+  /**
+   * Memory DuckDB keeps for its blocks once touched, never returned to the system (default 256MiB in the server, none in a
+   * CLI command; `0` for none): each insert's new blocks then reuse pages instead of faulting in fresh ones.
+   */
+  DUCKDB_BLOCK_ALLOCATOR_MEMORY: z
     .string()
     .trim()
-    .regex(/^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$/i, { message: 'must be a size such as 512MB or 2GiB' })
+    .regex(new RegExp(`^(0|${SIZE})$`, 'i'), { message: 'must be a size such as 256MiB, or 0 for none' })
     .optional(),
   /** Days a span row is kept unless its org says otherwise (0: forever); the daily cost rollups are kept past it. */
   RETENTION_DAYS: int(400, 0),

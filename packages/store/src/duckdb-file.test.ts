@@ -101,3 +101,29 @@ describe('the storage format', () => {
     }
   });
 });
+
+describe('memory kept for blocks', () => {
+  const setting = async (file: DuckDbFile): Promise<unknown> => (await file.query("SELECT current_setting('block_allocator_memory') AS v"))[0]?.v;
+
+  it("is DuckDB's block_allocator_memory when given, none otherwise, and inserts run through it", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-duckdb-blocks-'));
+    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
+    for (const [blockAllocatorMemory, expected] of [
+      ['16MiB', '16.0 MiB'],
+      [undefined, '0 bytes'],
+    ] as const) {
+      const file = new DuckDbFile({ file: path.join(dir, `${expected}.duckdb`), tmpDir: path.join(dir, 'tmp'), blockAllocatorMemory }, () => Promise.resolve());
+      await file.open();
+      try {
+        expect(await setting(file)).toBe(expected);
+        // More blocks than the kept memory holds, written and dropped again: blocks come back to it and beyond it.
+        for (let i = 0; i < 3; i++) {
+          await file.run('CREATE OR REPLACE TABLE t AS SELECT range AS k, repeat(range::VARCHAR, 50) AS s FROM range(200000)');
+          expect(await file.query('SELECT count(*)::INTEGER AS n FROM t')).toEqual([{ n: 200000 }]);
+        }
+      } finally {
+        await file.close();
+      }
+    }
+  });
+});

@@ -37,6 +37,7 @@ export interface DuckDbFileOptions {
   file: string;
   tmpDir: string;
   memoryLimit?: string | undefined;
+  blockAllocatorMemory?: string | undefined;
   threads?: number | undefined;
   logger?: DuckDbMigrationLogger | undefined;
   migrationsDir?: URL | undefined;
@@ -77,6 +78,7 @@ export class DuckDbFile {
     const settings: Record<string, string> = {};
     if (this.opts.memoryLimit !== undefined) settings.memory_limit = this.opts.memoryLimit;
     if (this.opts.threads !== undefined) settings.threads = String(this.opts.threads);
+    if (this.opts.blockAllocatorMemory !== undefined) settings.block_allocator_memory = this.opts.blockAllocatorMemory;
     // A checkpoint's cost grows with the file, so fewer of them (a larger threshold than DuckDB's 16 MB) keep the cost per
     // row flat; a checkpoint holds every write, so not so few that one takes long (at 10M spans: 4-5 s at 64 MB, 15 s at 256).
     settings.checkpoint_threshold = this.opts.checkpointThreshold ?? '64MB';

@@ -19,6 +19,11 @@ export interface DuckDbSpanStoreOptions {
   tmpDir?: string;
   /** DuckDB's memory_limit (default: DuckDB's own, 80% of RAM). Too low a limit fails large inserts. */
   memoryLimit?: string | undefined;
+  /**
+   * DuckDB's block_allocator_memory (default: none): memory for its blocks kept once touched, never given back. Without it
+   * every insert's new blocks are fresh pages, faulted in and zeroed by the kernel, and given back after the insert.
+   */
+  blockAllocatorMemory?: string | undefined;
   /** DuckDB's worker threads (default: DuckDB's own, one per core). */
   threads?: number | undefined;
   /** Where the migrations applied at start are reported. */

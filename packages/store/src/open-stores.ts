@@ -16,6 +16,7 @@ export interface StoreOptions {
   requestTimeoutMs?: number;
   duckdbThreads?: number | undefined;
   duckdbMemoryLimit?: string | undefined;
+  duckdbBlockAllocatorMemory?: string | undefined;
   /** Bounds on every PostgreSQL call (DATABASE_*_TIMEOUT_MS). */
   postgresTimeouts?: Partial<PostgresTimeouts> | undefined;
   /** SQLite's wait for another process's write lock (see SqliteControlOptions); the server passes 0. */
@@ -50,6 +51,7 @@ export async function createSpanStore(opts: StoreOptions): Promise<SpanStore> {
     file: opts.duckdbFile,
     threads: opts.duckdbThreads,
     memoryLimit: opts.duckdbMemoryLimit,
+    blockAllocatorMemory: opts.duckdbBlockAllocatorMemory,
     logger: opts.logger,
     readOnly: opts.readOnly,
   });
