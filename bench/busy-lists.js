@@ -1,4 +1,4 @@
-// npm run bench -- --busy-lists [--rows 2000000] [--read-at 50000] [--rounds 5] [--store label=path/to/packages/store/dist ...] [--profile]
+// npm run bench -- --busy-lists [--rows 2000000] [--read-at 50000] [--rounds 5] [--store label=path/to/packages/store/dist ...] [--profile] [--keep]
 //
 // Today's top lists on the embedded store while a busy day fills, in process (the flusher's insertLines, DuckDB with
 // 1 thread and 1 GiB): realistic rows of bench/realistic.js, every start today before now, in 5,000-row inserts of
@@ -7,7 +7,9 @@
 // unread to --rows; then the first rankings after that load, and --rounds rounds of an insert and both rankings.
 // Prints insert CPU µs per row (process.cpuUsage: DuckDB's thread included) per 500k rows of the unread load, the
 // first rankings, and the rounds' medians. Each --store (default: this tree's) runs in its own child process, all at
-// once, so two builds side by side share the machine alike. --profile adds ms per insert of each statement kind.
+// once, so two builds side by side share the machine alike. --profile adds ms per insert of each statement kind, and
+// ms of each statement of the first rankings. --read-at 0 reads nothing before them (the lists are built then).
+// --keep leaves the store's directory.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,18 +19,19 @@ import { traces } from './realistic.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const argv = process.argv.slice(2).filter((a) => a !== '--busy-lists');
-const o = { rows: 2_000_000, readAt: 50_000, rounds: 5, stores: [], profile: false, child: undefined };
+const o = { rows: 2_000_000, readAt: 50_000, rounds: 5, stores: [], profile: false, keep: false, child: undefined };
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];
   if (a === '--rows') o.rows = Number(argv[++i]);
   else if (a === '--read-at') o.readAt = Number(argv[++i]);
   else if (a === '--rounds') o.rounds = Number(argv[++i]);
   else if (a === '--profile') o.profile = true;
+  else if (a === '--keep') o.keep = true;
   else if (a === '--store') {
     const [label, dist] = argv[++i].split('=');
     o.stores.push({ label, dist: path.resolve(dist) });
   } else if (a === '--child') o.child = argv[++i];
-  else throw new Error(`unknown argument "${a}" (--rows n --read-at n --rounds n --store label=dist --profile)`);
+  else throw new Error(`unknown argument "${a}" (--rows n --read-at n --rounds n --store label=dist --profile --keep)`);
 }
 
 if (o.child === undefined) {
@@ -37,7 +40,9 @@ if (o.child === undefined) {
     (s) =>
       new Promise((resolve, reject) => {
         const args = [fileURLToPath(import.meta.url), '--child', s.dist, '--rows', String(o.rows), '--read-at', String(o.readAt), '--rounds', String(o.rounds)];
-        const child = spawn(process.execPath, o.profile ? [...args, '--profile'] : args, { stdio: ['ignore', 'pipe', 'inherit'] });
+        if (o.profile) args.push('--profile');
+        if (o.keep) args.push('--keep');
+        const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
         child.stdout.on('data', (d) => {
           for (const line of String(d).split('\n').filter(Boolean)) console.log(`${s.label}: ${line}`);
         });
@@ -118,14 +123,21 @@ if (o.child === undefined) {
     await usageReport(store, { orgId, from: today, to: Date.now() + 1, by, limit: 1000 });
     return performance.now() - t0;
   };
+  /** The statements timed since the last print, slowest first, in ms divided by `per`. */
+  const printProfile = (per, unit) => {
+    for (const [k, [ms, n]] of [...prof].sort((a, b) => b[1][0] - a[1][0]).slice(0, 25))
+      console.log(`${f(ms / per).padStart(7)} ${unit} ${String(n).padStart(6)}x ${k}`);
+    prof.clear();
+  };
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
   const f = (x) => x.toFixed(1);
   while (stored < o.readAt) await insert();
-  console.log(`read at ${stored} spans: by trace ${f(await rank('trace'))} ms, by session ${f(await rank('session'))} ms`);
+  // --read-at 0: nobody read the day, so its lists were never built and the first rankings build them.
+  if (o.readAt > 0) console.log(`read at ${stored} spans: by trace ${f(await rank('trace'))} ms, by session ${f(await rank('session'))} ms`);
   const t0 = performance.now();
   let chunk = [];
   let next = 500_000;
-  profiling = true;
+  profiling = o.profile;
   const loaded = stored;
   while (stored < o.rows) {
     chunk.push(await insert());
@@ -138,9 +150,13 @@ if (o.child === undefined) {
   }
   profiling = false;
   const inserts = (stored - loaded) / 5000;
-  for (const [k, [ms, n]] of [...prof].sort((a, b) => b[1][0] - a[1][0]).slice(0, 25))
-    console.log(`${f(ms / inserts).padStart(7)} ms/insert ${String(n).padStart(6)}x ${k}`);
-  console.log(`first after the unread load, ${stored} spans: by trace ${f(await rank('trace'))} ms, by session ${f(await rank('session'))} ms`);
+  printProfile(inserts, 'ms/insert');
+  profiling = o.profile;
+  const firstByTrace = await rank('trace');
+  const firstBySession = await rank('session');
+  profiling = false;
+  console.log(`first after the unread load, ${stored} spans: by trace ${f(firstByTrace)} ms, by session ${f(firstBySession)} ms`);
+  printProfile(1, 'ms');
   const cpu = [];
   const byTrace = [];
   const bySession = [];
@@ -154,5 +170,6 @@ if (o.child === undefined) {
       `by session ${f(median(bySession))} ms (slowest ${f(Math.max(...bySession))})`,
   );
   await store.close();
-  fs.rmSync(dir, { recursive: true, force: true });
+  if (o.keep) console.log(`kept ${dir}`);
+  else fs.rmSync(dir, { recursive: true, force: true });
 }

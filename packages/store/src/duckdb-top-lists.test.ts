@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { aroundSql, rebuildTopListSql } from './duckdb-top-lists.js';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { aroundSql, keptSql, rebuildTopListSql } from './duckdb-top-lists.js';
 import { dateLiteral, TOP_LISTS, unmarkedDays } from './top-lists.js';
 
 describe('top lists', () => {
@@ -41,5 +42,51 @@ describe('top lists', () => {
       "(start_date BETWEEN DATE '0000-01-01' AND DATE '0000-01-01' OR start_date BETWEEN DATE '0000-01-03' AND DATE '0000-01-09')",
     );
     expect(aroundSql([])).toBe('false');
+  });
+});
+
+describe('the kept groups of a rebuild', () => {
+  /** Every group ranked by a window over the whole day, as a rebuild did before it found each day's cut first. */
+  const BY_WINDOW = (ranks: number) =>
+    'SELECT start_date, trace_id, total_cost, row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, trace_id) AS day_rank, ' +
+    `trace_id IN (SELECT trace_id FROM ti_top_multi) AS multi FROM ti_top_day QUALIFY day_rank <= ${ranks} OR multi`;
+
+  it('keeps what ranking every group of the day keeps: ties at the cut, multi-day groups past it, short days, several days', async () => {
+    const db = await DuckDBInstance.create(':memory:');
+    const conn = await db.connect();
+    onTestFinished(() => {
+      conn.closeSync();
+      db.closeSync();
+    });
+    await conn.run('CREATE TEMP TABLE ti_top_day (start_date DATE, trace_id VARCHAR, total_cost DECIMAL(38, 18))');
+    // Day 1: 40 groups, costs in steps with ties (5 groups per cost); day 2: 3 groups; day 3: every group costs 0.
+    await conn.run(
+      "INSERT INTO ti_top_day SELECT DATE '2026-10-05', 'a' || lpad(CAST(i AS VARCHAR), 2, '0'), CAST((i // 5) * 0.25 AS DECIMAL(38, 18)) FROM range(40) t(i)",
+    );
+    await conn.run("INSERT INTO ti_top_day VALUES (DATE '2026-10-06', 'b1', 2), (DATE '2026-10-06', 'b2', 1), (DATE '2026-10-06', 'b3', 1)");
+    await conn.run("INSERT INTO ti_top_day SELECT DATE '2026-10-07', 'c' || CAST(i AS VARCHAR), 0 FROM range(12) t(i)");
+    // Multi-day groups far below any cut, at the cut, and near the top.
+    await conn.run("CREATE TEMP TABLE ti_top_multi AS SELECT * FROM (VALUES ('a00'), ('a21'), ('a38'), ('b3'), ('c11')) v(trace_id)");
+    const rows = async (sql: string) =>
+      (
+        await conn.runAndReadAll(
+          `SELECT CAST(start_date AS VARCHAR) AS d, trace_id, CAST(total_cost AS VARCHAR) AS c, day_rank, multi FROM (${sql}) ORDER BY ALL`,
+        )
+      )
+        .getRowObjectsJson()
+        .map((r) => ({ ...r, day_rank: r.day_rank === null ? null : Number(r.day_rank) }));
+    for (const ranks of [0, 1, 3, 7, 8, 11, 40, 41, 100]) {
+      for (const sql of keptSql('trace_id', ranks)) await conn.run(sql);
+      const kept = await rows('SELECT * FROM ti_top_kept');
+      const expected = await rows(BY_WINDOW(ranks));
+      // The same groups, with the same ranks, except a multi-day group past the ranked ones: reads take it at any rank.
+      expect(kept.map((r) => [r.d, r.trace_id, r.c, r.multi])).toEqual(expected.map((r) => [r.d, r.trace_id, r.c, r.multi]));
+      for (const [i, r] of kept.entries()) {
+        const e = expected[i];
+        if (r.day_rank === null) expect(r.multi && e !== undefined && Number(e.day_rank) > ranks).toBe(true);
+        else expect(r.day_rank).toBe(e?.day_rank);
+      }
+      expect(kept.filter((r) => r.day_rank !== null).length).toBeGreaterThanOrEqual(expected.filter((r) => Number(r.day_rank) <= ranks).length);
+    }
   });
 });

@@ -132,16 +132,15 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
   const n = keptRanks(list, perDay);
   const deltas = list.touchKind === 'deltas';
   return [
-    // Keys and cost alone: grouping every measure of every group of a day was most of a rebuild.
-    `CREATE OR REPLACE TEMP TABLE ti_top_day AS SELECT org_id, start_date, ${g}, sum(total_cost) AS total_cost FROM ${list.source} ` +
-      `WHERE ${ofOrg} AND ${inDays} GROUP BY org_id, start_date, ${g} HAVING sum(spans) <> 0`,
+    // Day, group and cost alone (the org is one): grouping every measure of every group of a day was most of a rebuild.
+    `CREATE OR REPLACE TEMP TABLE ti_top_day AS SELECT start_date, ${g}, sum(total_cost) AS total_cost FROM ${list.source} ` +
+      `WHERE ${ofOrg} AND ${inDays} GROUP BY start_date, ${g} HAVING sum(spans) <> 0`,
     // The neighbouring days' rows of the groups seen on these days: those groups have more than one day.
     `CREATE OR REPLACE TEMP TABLE ti_top_near AS ${dayRowsSql(list, `${ofOrg} AND ${aroundSql(days)} AND ${g} IN (SELECT ${g} FROM ti_top_day)`)}`,
-    `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1`,
-    // A `deltas` list's floor is the cost of the first group past its ranks, kept here for the marks.
-    `CREATE OR REPLACE TEMP TABLE ti_top_kept AS SELECT start_date, ${g}, total_cost, ` +
-      `row_number() OVER (PARTITION BY start_date ORDER BY total_cost DESC, ${g}) AS day_rank, ${g} IN (SELECT ${g} FROM ti_top_multi) AS multi ` +
-      `FROM ti_top_day QUALIFY day_rank <= ${deltas ? n + 1 : n} OR multi`,
+    // A group is in ti_top_day once per day: on a single day none is there twice, and its groups need no second grouping.
+    `CREATE OR REPLACE TEMP TABLE ti_top_multi AS SELECT ${g} FROM ti_top_near` +
+      (days.length > 1 ? ` UNION SELECT ${g} FROM ti_top_day GROUP BY ${g} HAVING count(*) > 1` : ''),
+    ...keptSql(g, deltas ? n + 1 : n),
     `DELETE FROM ${list.table} WHERE ${ofOrg} AND (${inDays} OR (${near} AND ${g} IN (SELECT ${g} FROM ti_top_multi)))`,
     // Every measure, of the groups kept only.
     `INSERT INTO ${list.table} SELECT d.*, k.day_rank, k.multi ` +
@@ -164,6 +163,33 @@ export function rebuildTopListSql(list: TopList, org: string, days: readonly str
     'DROP TABLE ti_top_near',
     'DROP TABLE ti_top_multi',
     'DROP TABLE ti_top_kept',
+    'DROP TABLE ti_top_cut',
+  ];
+}
+
+/**
+ * Statements that keep, per day of ti_top_day, its first `ranks` groups by cost with their rank, and its multi-day
+ * groups (ti_top_multi) whatever their rank (`day_rank` NULL past the ranked ones: reads take multi-day rows at any
+ * rank). A day's `ranks` costliest values are found first (a bounded top per day), so only the groups that cost at
+ * least the last of them are sorted, where ranking every group of a busy day was half of its rebuild. Those groups
+ * are the start of the day's order by cost, so their ranks are the day's. A `deltas` list's floor is the cost of the
+ * first group past its ranks, kept here for the marks.
+ */
+export function keptSql(g: string, ranks: number): string[] {
+  // A day of fewer groups than ranks has its least cost as its cut: every group of it is ranked. No cut: none is.
+  const cut =
+    ranks > 0
+      ? `SELECT start_date, list_last(max(total_cost, ${ranks})) AS cut FROM ti_top_day GROUP BY start_date`
+      : 'SELECT DISTINCT start_date, NULL AS cut FROM ti_top_day';
+  const ranked = 'd.total_cost >= c.cut';
+  const multi = `d.${g} IN (SELECT ${g} FROM ti_top_multi)`;
+  return [
+    `CREATE OR REPLACE TEMP TABLE ti_top_cut AS ${cut}`,
+    `CREATE OR REPLACE TEMP TABLE ti_top_kept AS SELECT d.start_date, d.${g}, d.total_cost, ` +
+      `row_number() OVER (PARTITION BY d.start_date ORDER BY d.total_cost DESC, d.${g}) AS day_rank, ${multi} AS multi ` +
+      `FROM ti_top_day d JOIN ti_top_cut c ON c.start_date = d.start_date WHERE ${ranked} QUALIFY day_rank <= ${ranks} OR multi ` +
+      `UNION ALL SELECT d.start_date, d.${g}, d.total_cost, NULL, true ` +
+      `FROM ti_top_day d JOIN ti_top_cut c ON c.start_date = d.start_date WHERE (${ranked}) IS NOT TRUE AND ${multi}`,
   ];
 }
 
