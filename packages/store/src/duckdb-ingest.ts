@@ -317,9 +317,10 @@ export class DuckDbIngest {
       if (this.traceFilter.has(day)) continue;
       // Once per day and process: the day's traces, read in one pass.
       const c = await this.file.columns(
-        // Grouped by fingerprint: traces sharing one keep the earlier start, as the filter would. Starts as DOUBLE (exact
-        // for ms since 1970), so no BIGINT becomes a JS BigInt.
-        `SELECT ${fingerprintSql('org_id', 'trace_id')}, min(first_start)::DOUBLE AS s FROM traces WHERE start_date = ${dateLiteral(day)} GROUP BY ALL`,
+        // Every row, not grouped: the filter keeps the earliest start under a fingerprint itself (grouping the day's rows
+        // here first cost more than the rows it saved). Starts as DOUBLE (exact for ms since 1970), so no BIGINT becomes
+        // a JS BigInt.
+        `SELECT ${fingerprintSql('org_id', 'trace_id')}, first_start::DOUBLE AS s FROM traces WHERE start_date = ${dateLiteral(day)}`,
       );
       this.traceFilter.load(day, { lo: c.fp_lo ?? [], hi: c.fp_hi ?? [], start: c.s }, all);
     }

@@ -569,7 +569,8 @@ export class DuckDbTopLists implements TopLists {
       for (const day of markedDays)
         if (!filter.has(day)) {
           // Once per day and process (and after a write that may have taken groups off it): the day's groups, in one pass.
-          const c = await this.file.columns(`SELECT DISTINCT ${fingerprintSql('org_id', l.group)} FROM ${l.source} WHERE start_date = ${dateLiteral(day)}`);
+          // Every row, not DISTINCT: the filter keeps a fingerprint once itself.
+          const c = await this.file.columns(`SELECT ${fingerprintSql('org_id', l.group)} FROM ${l.source} WHERE start_date = ${dateLiteral(day)}`);
           filter.load(day, { lo: c.fp_lo ?? [], hi: c.fp_hi ?? [] }, markedDays);
         }
       const days = filter.loadedBetween(lo, hi);
