@@ -24,8 +24,8 @@ export class TraceFilter {
    * a day dropped there would answer "none").
    */
   load(day: string, traces: FingerprintColumns, keep: ReadonlySet<string> = new Set()): void {
-    const set = new DaySet();
     const { lo, hi, start } = traces;
+    const set = new DaySet(lo.length);
     for (let i = 0; i < lo.length; i++) set.add(Number(lo[i]) || 1, Number(hi[i]), Number(start?.[i] ?? 0));
     this.days.delete(day);
     this.days.set(day, set);
@@ -97,10 +97,19 @@ export const fingerprintOf = (r: { fp_lo?: unknown; fp_hi?: unknown }): Fingerpr
 
 /** An open-addressing set of 64-bit fingerprints, each with the earliest start seen: 16 bytes a slot, at most half full. */
 class DaySet {
-  private los = new Uint32Array(1024);
-  private his = new Uint32Array(1024);
-  private starts = new Float64Array(1024);
+  private los: Uint32Array;
+  private his: Uint32Array;
+  private starts: Float64Array;
   private size = 0;
+
+  /** `expected`: about how many adds a day's load makes, so the set is sized for them once, not grown to them in doublings. */
+  constructor(expected = 0) {
+    let slots = 1024;
+    while (slots < expected) slots *= 2;
+    this.los = new Uint32Array(slots);
+    this.his = new Uint32Array(slots);
+    this.starts = new Float64Array(slots);
+  }
 
   add(lo: number, hi: number, start: number): void {
     if ((this.size + 1) * 2 > this.los.length) this.grow();
