@@ -74,7 +74,13 @@ describe('the kept groups of a rebuild', () => {
         )
       )
         .getRowObjectsJson()
-        .map((r) => ({ ...r, day_rank: r.day_rank === null ? null : Number(r.day_rank) }));
+        .map((r) => ({
+          d: String(r.d),
+          trace_id: String(r.trace_id),
+          c: String(r.c),
+          multi: r.multi === true,
+          day_rank: r.day_rank === null ? null : Number(r.day_rank),
+        }));
     for (const ranks of [0, 1, 3, 7, 8, 11, 40, 41, 100]) {
       for (const sql of keptSql('trace_id', ranks)) await conn.run(sql);
       const kept = await rows('SELECT * FROM ti_top_kept');

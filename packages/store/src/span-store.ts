@@ -38,7 +38,8 @@ export interface TopLists {
    * `fromDay` up to `toDay`, one per day and group, with `cond` (over the
    * list's columns) applied inside: the group column, start_date, the
    * measures, the extras, `multi` and `day_rank` (each row's rank in its
-   * day; a store may rank none: 0).
+   * day, NULL for a multi-day row below the ranks kept; a store may rank
+   * none: 0).
    */
   rows(list: TopListName, orgId: string, fromDay: string, toDay: string, cond?: SqlPart): SqlPart;
   /** A scalar subquery: how many groups those days have, a group of several days counted once a day. */
