@@ -54,7 +54,7 @@ async function main() {
   const o = options(process.argv.slice(2));
   const { DuckDbSpanStore } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
   const { ClickHouseSpanStore } = await import(path.join(root, 'packages/store/dist/clickhouse.js'));
-  const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+  const { payloadToRows, encodeLine } = await import(path.join(root, 'packages/shared/dist/rows.js'));
   const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
   const { usageReport } = await import(path.join(root, 'packages/store/dist/reports.js'));
   const { readHistory, readSpend } = await import(path.join(root, 'packages/store/dist/forecast.js'));
@@ -79,7 +79,7 @@ async function main() {
         for (const r of payloadToRows({ version: 'v1', traces: [trace] }, { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() }, (s) =>
           engine.price(s, orgId),
         )) {
-          lines.push(encodeRow(r));
+          lines.push(encodeLine(r));
           n++;
         }
       }

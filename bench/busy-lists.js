@@ -53,7 +53,7 @@ if (o.child === undefined) {
 } else {
   const { DuckDbSpanStore } = await import(path.join(o.child, 'duckdb.js'));
   const { usageReport } = await import(path.join(o.child, 'reports.js'));
-  const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+  const { payloadToRows, encodeLine } = await import(path.join(root, 'packages/shared/dist/rows.js'));
   const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
   const engine = await PriceEngine.create({});
   const orgId = 'org_bench';
@@ -99,13 +99,13 @@ if (o.child === undefined) {
   let held = [];
   let stored = 0;
   const batch = () => {
-    const lines = held.map((r) => encodeRow(r));
+    const lines = held.map((r) => encodeLine(r));
     held = [];
     while (lines.length < 5000) {
       const { value: t, done } = source.next();
       if (done) break;
       const late = rand() < 0.3 && t.spans.length > 2;
-      for (const r of rowsOf(t, late ? t.spans.slice(0, -2) : t.spans)) lines.push(encodeRow(r));
+      for (const r of rowsOf(t, late ? t.spans.slice(0, -2) : t.spans)) lines.push(encodeLine(r));
       if (late) held.push(...rowsOf(t, t.spans.slice(-2)));
     }
     return lines;

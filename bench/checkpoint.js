@@ -32,7 +32,7 @@ if (o.reuse === undefined || !fs.existsSync(path.join(o.reuse, 'spans.duckdb')))
 
 const { DuckDbSpanStore } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
 const { readJsonColumns, loadColumnList } = await import(path.join(root, 'packages/store/dist/duckdb-migrations.js'));
-const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+const { payloadToRows, encodeLine } = await import(path.join(root, 'packages/shared/dist/rows.js'));
 const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-checkpoint-'));
@@ -75,7 +75,7 @@ try {
       while (lines.length < o.rows) {
         const { value: t } = source.next();
         const ctx = { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() };
-        for (const r of payloadToRows({ version: 'v1', traces: [t] }, ctx, (s) => engine.price(s, orgId))) lines.push(encodeRow(r));
+        for (const r of payloadToRows({ version: 'v1', traces: [t] }, ctx, (s) => engine.price(s, orgId))) lines.push(encodeLine(r));
       }
       const buf = Buffer.from(lines.join('\n') + '\n');
       if (!o.spansOnly) await store.insertLines(buf, lines.length);

@@ -40,7 +40,7 @@ function options(argv) {
 }
 
 const o = options(process.argv.slice(2));
-const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+const { payloadToRows, encodeLine } = await import(path.join(root, 'packages/shared/dist/rows.js'));
 const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
 const engine = await PriceEngine.create({});
 const orgId = 'org_bench';
@@ -55,7 +55,7 @@ function batch() {
   while (rows < o.batch) {
     const payload = JSON.parse(stamp(body, w.slots, request++).toString('utf8'));
     for (const r of payloadToRows(payload, { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() }, price)) {
-      parts.push(encodeRow(r), '\n');
+      parts.push(encodeLine(r), '\n');
       rows++;
     }
   }

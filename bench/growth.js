@@ -97,7 +97,7 @@ async function main() {
   const o = options(process.argv.slice(2));
   const { DuckDbSpanStore } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
   const { ClickHouseSpanStore } = await import(path.join(root, 'packages/store/dist/clickhouse.js'));
-  const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+  const { payloadToRows, encodeLine } = await import(path.join(root, 'packages/shared/dist/rows.js'));
   const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
   const { adoptionsInForce } = await import(path.join(root, 'packages/store/dist/pricing.js'));
   if (o.reuse !== undefined && (process.env.CLICKHOUSE_URL || !fs.existsSync(path.join(o.reuse, 'spans.duckdb'))))
@@ -166,7 +166,7 @@ async function main() {
       if (sampleTrace === '' && stored > o.batch) sampleTrace = trace.traceId;
       lastStart = trace.spans[0].startTime;
       for (const r of payloadToRows({ version: 'v1', traces: [trace] }, { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() }, price)) {
-        lines.push(encodeRow(r));
+        lines.push(encodeLine(r));
         n++;
       }
     }

@@ -42,7 +42,7 @@ const mib = (n) => (n / 1024 ** 2).toFixed(0);
 async function main() {
   const o = options(process.argv.slice(2));
   const { DuckDbSpanStore } = await import(path.join(root, 'packages/store/dist/duckdb.js'));
-  const { payloadToRows, encodeRow } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+  const { payloadToRows, encodeLine } = await import(path.join(root, 'packages/shared/dist/rows.js'));
   const { PriceEngine } = await import(path.join(root, 'packages/shared/dist/price-engine.js'));
   const { retentionCuts } = await import(path.join(root, 'packages/shared/dist/lifecycle.js'));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-retention-'));
@@ -71,7 +71,7 @@ async function main() {
       for (const r of payloadToRows({ version: 'v1', traces: [trace] }, { orgId, keyPrefix: 'ti_bench', receivedAt: Date.now() }, (sp) =>
         engine.price(sp, orgId),
       )) {
-        lines.push(encodeRow(r));
+        lines.push(encodeLine(r));
         n++;
       }
     }

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { encodeRow, payloadToRows, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
 import { countGroups, dailyCosts, GROUPS, groupLabels, traceSpans, usageReport, type GroupBy } from '../packages/store/src/reports.js';
 import type { SpanStore } from '../packages/store/src/span-store.js';
@@ -140,7 +140,7 @@ export function addingTraffic(seed: number, batches = 24): Batch[] {
   return out;
 }
 
-export const buf = (rows: readonly SpanRow[]) => Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
+export const buf = (rows: readonly SpanRow[]) => Buffer.from(rows.map((r) => encodeLine(r) + '\n').join(''));
 
 /** The same store read without its rollups: every report from the spans themselves. */
 export function scanning(store: SpanStore): SpanStore {

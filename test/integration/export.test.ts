@@ -8,7 +8,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
 import { formatDecimal, parseDecimal } from '@trace-ingest/shared/decimal';
-import { encodeRow, payloadToRows, SPAN_COLUMNS, type SpanCosts } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, SPAN_COLUMNS, type SpanCosts } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
 import { createContext, type CliContext } from '@trace-ingest/cli/program-context';
 import { exportSpans } from '@trace-ingest/cli/actions/export';
@@ -52,7 +52,7 @@ function lines(orgId: string, n: number, text = 'a "quoted", multi\nline ✓ tex
     }),
   );
   const rows = payloadToRows(makePayload({ traces }), { orgId, keyPrefix: 'ti_x', receivedAt: T0 }, () => costs).slice(0, n);
-  return Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
+  return Buffer.from(rows.map((r) => encodeLine(r) + '\n').join(''));
 }
 
 async function readParquet(file: string): Promise<{ n: number; total: string; columns: string[]; text: string }> {
@@ -255,7 +255,7 @@ describe("export of an org's spans (DuckDB, through the running server)", () => 
     const { orgId: focusOrg } = await t.newKey('focus');
     const pricing = await createPricing(t.keys, {});
     const priced = chargeable(focusOrg, pricing.price);
-    await store.insertLines(Buffer.from(priced.map((r) => encodeRow(r) + '\n').join('')), priced.length);
+    await store.insertLines(Buffer.from(priced.map((r) => encodeLine(r) + '\n').join('')), priced.length);
     const window = { org: 'focus', month: '2026-10' };
     const csv = await exportSpans(ctx, { ...window, format: 'focus', out: path.join(out, 'focus.csv') });
     const rows = await duck<Record<string, string | null>>(`SELECT * FROM read_csv('${csv.file}', header = true, all_varchar = true)`);

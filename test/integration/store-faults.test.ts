@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import { makeBulkPayload } from '../factories.js';
 import { startTestServer } from './support/ingest-server.js';
@@ -116,7 +116,7 @@ function rows(tag: string, n: number): { buf: Buffer; n: number } {
     },
   ];
   const r = payloadToRows({ version: 'v1', traces }, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 }, () => UNPRICED);
-  return { buf: Buffer.from(r.map((x) => encodeRow(x) + '\n').join('')), n };
+  return { buf: Buffer.from(r.map((x) => encodeLine(x) + '\n').join('')), n };
 }
 
 describe('a full disk', () => {

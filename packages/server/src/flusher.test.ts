@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { DuckDbSpanStore } from '@trace-ingest/store/duckdb';
 import type { CostChange, SpanStore } from '@trace-ingest/store/span-store';
 import { makeBulkPayload } from '../../../test/factories.js';
@@ -19,7 +19,7 @@ const logger = pino({ level: 'silent' });
 
 function batch(traces: number, spans: number): { buf: Buffer; rows: number } {
   const rows = payloadToRows(makeBulkPayload(traces, spans), ctx, () => UNPRICED);
-  return { buf: Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows: rows.length };
+  return { buf: Buffer.from(rows.map((r) => encodeLine(r) + '\n').join('')), rows: rows.length };
 }
 
 /** Fails the first `failures` inserts as a store outage would, then passes through to the real store. */

@@ -1,6 +1,17 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeRow, encodeSpanLine, encodeTraceHead, spanToRow, totalTokens, UNPRICED, type SpanCosts, type SpanRow } from '@trace-ingest/shared/rows';
+import {
+  completeRow,
+  encodeLine,
+  encodeRow,
+  encodeSpanLine,
+  encodeTraceHead,
+  SPAN_COLUMNS,
+  spanToRow,
+  totalTokens,
+  UNPRICED,
+  type SpanCosts,
+} from '@trace-ingest/shared/rows';
 import type { Span, Trace } from '@trace-ingest/shared/schema';
 
 // Text that exercises escaping: quotes, backslashes, control characters,
@@ -101,15 +112,40 @@ const priced: SpanCosts = {
 };
 
 describe('encodeSpanLine', () => {
-  it('writes the same bytes as encodeRow(spanToRow(...)) for any span', () => {
+  it('writes the same bytes as encodeLine(spanToRow(...)) for any span, and the row less its empty values', () => {
     fc.assert(
       fc.property(trace, fc.constantFrom(UNPRICED, priced), fc.string(), fc.nat(), (t, costs, keyPrefix, receivedAt) => {
         const ctx = { orgId: 'org_"x\\', keyPrefix, receivedAt };
         const head = encodeTraceHead(t, ctx);
-        for (const s of t.spans) expect(encodeSpanLine(head, s, costs)).toBe(encodeRow(spanToRow(t, s, ctx, costs)));
+        for (const s of t.spans) {
+          const row = spanToRow(t, s, ctx, costs);
+          const line = encodeSpanLine(head, s, costs);
+          expect(line).toBe(encodeLine(row));
+          const parsed = JSON.parse(line) as Record<string, unknown>;
+          expect(completeRow(parsed)).toEqual(JSON.parse(encodeRow(row)));
+          // Keys in table order.
+          const order = Object.keys(parsed).map((k) => SPAN_COLUMNS.findIndex(([n]) => n === k));
+          expect(order).toEqual([...order].sort((a, b) => a - b));
+        }
       }),
       { numRuns: 500, seed: 20261105 },
     );
+  });
+
+  it('leaves out every key of an empty value but those that identify, place and price a span', () => {
+    const t: Trace = { traceId: 't', spans: [] };
+    const line = encodeSpanLine(
+      encodeTraceHead(t, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 }),
+      { spanId: 's', spanType: 'llm', name: 'n', startTime: 1, endTime: 2 },
+      UNPRICED,
+    );
+    expect(line).toBe(
+      '{"org_id":"o","key_prefix":"k","received_at":1,"trace_id":"t","span_id":"s","span_type":"llm","name":"n","start_time":1,"end_time":2,' +
+        '"start_date":"1970-01-01","duration_ms":1,"status":"ok","total_cost":"0","priced":false,"price_source":""}',
+    );
+    // A key every line carries is not made up for a line without it.
+    expect(completeRow({ span_id: 's' })).not.toHaveProperty('org_id', '');
+    expect(completeRow({ span_id: 's' }).input_cost).toBe('0');
   });
 
   it('escapes every code unit as JSON.stringify does, in short fields and long texts alike', () => {
@@ -134,7 +170,7 @@ describe('encodeSpanLine', () => {
           input: units,
           output: `${'plain words '.repeat(20)}${unit(c)}`,
         };
-        expect(encodeSpanLine(head, s, UNPRICED)).toBe(encodeRow(spanToRow(t, s, ctx, UNPRICED)));
+        expect(encodeSpanLine(head, s, UNPRICED)).toBe(encodeLine(spanToRow(t, s, ctx, UNPRICED)));
       }
     }
   });
@@ -151,7 +187,9 @@ describe('encodeSpanLine', () => {
 describe('total_tokens', () => {
   const head = encodeTraceHead({ traceId: 't', spans: [] }, { orgId: 'o', keyPrefix: 'k', receivedAt: 1 });
   const total = (usage: Span['usage']) =>
-    (JSON.parse(encodeSpanLine(head, { spanId: 's', spanType: 'llm', name: 'n', startTime: 1, endTime: 2, usage }, UNPRICED)) as SpanRow).total_tokens;
+    completeRow(
+      JSON.parse(encodeSpanLine(head, { spanId: 's', spanType: 'llm', name: 'n', startTime: 1, endTime: 2, usage }, UNPRICED)) as Record<string, unknown>,
+    ).total_tokens;
 
   it('is the reported total, else the sum of the token buckets, on every route (the OTLP mapping uses the same rule)', () => {
     expect(total({ inputTokens: 10, cachedInputTokens: 20, cacheWriteInputTokens: 3, outputTokens: 5, reasoningTokens: 7, imageCount: 2 })).toBe(45);

@@ -273,8 +273,8 @@ export function payloadToRows(payload: IngestPayload, ctx: RowContext, price: Sp
 }
 
 /**
- * The canonical line form of a row (the write log's and the stores' bulk-load
- * format): one JSON object per line, keys in table order, decimals as strings.
+ * The canonical line form of a row (exports' and tools' format): one JSON
+ * object per line, every key in table order, decimals as strings.
  */
 export function encodeRow(row: SpanRow): string {
   return withoutLoneSurrogates(JSON.stringify(row, COLUMN_NAMES));
@@ -284,6 +284,66 @@ export function encodeRow(row: SpanRow): string {
 const COLUMN_NAMES: string[] = SPAN_COLUMNS.map(([name]) => name);
 
 /**
+ * The columns a line always carries: what identifies, places and prices a span. Any other key whose value is its
+ * kind's empty value (`EMPTY_VALUES`) is left out of the write log's lines (`encodeLine`).
+ */
+const WRITTEN_ALWAYS: ReadonlySet<string> = new Set([
+  'org_id',
+  'key_prefix',
+  'received_at',
+  'trace_id',
+  'span_id',
+  'span_type',
+  'name',
+  'start_time',
+  'end_time',
+  'start_date',
+  'duration_ms',
+  'status',
+  'total_cost',
+  'priced',
+  'price_source',
+]);
+
+/** What a key left out of a line stands for, by column kind: every reader of lines (stores, tools) takes it so. */
+export const EMPTY_VALUES: Readonly<Record<ColumnKind, string | number | boolean | null | readonly never[]>> = {
+  string: '',
+  int: 0,
+  nullable_int: null,
+  nullable_float: null,
+  date: '',
+  decimal: '0',
+  bool: false,
+  string_array: [],
+  int_array: [],
+};
+
+function isEmptyValue(kind: ColumnKind, v: unknown): boolean {
+  if (Array.isArray(v)) return v.length === 0;
+  return v === EMPTY_VALUES[kind] || v === undefined;
+}
+
+/**
+ * The line form of a row in the write log and the stores' bulk loads: the
+ * canonical line without the keys of empty values (most of a typical span's
+ * keys: ~40% of its line). `encodeSpanLine` writes the same bytes.
+ */
+export function encodeLine(row: SpanRow): string {
+  const keys = SPAN_COLUMNS.filter(([name, kind]) => WRITTEN_ALWAYS.has(name) || !isEmptyValue(kind, row[name])).map(([name]) => name);
+  return withoutLoneSurrogates(JSON.stringify(row, keys));
+}
+
+/**
+ * A row parsed from a line (either form), its left-out keys given their empty values; a key every line carries is
+ * left as it was (missing in a line that lacks it), for the reader to refuse.
+ */
+export function completeRow(parsed: Record<string, unknown>): SpanRow {
+  const row: Record<string, unknown> = {};
+  for (const [name, kind] of SPAN_COLUMNS) row[name] = WRITTEN_ALWAYS.has(name) ? parsed[name] : (parsed[name] ?? EMPTY_VALUES[kind]);
+  return row as SpanRow;
+}
+
+/**
  * JSON.stringify writes a lone surrogate as an escape (\udc00), which the
  * stores refuse: store U+FFFD instead, so an accepted span is never lost.
  */
@@ -291,34 +351,37 @@ function withoutLoneSurrogates(line: string): string {
   return line.includes('\\ud') || line.includes('\\uD') ? line.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd') : line;
 }
 
-const str = (s: string | undefined): string => (s === undefined ? '""' : JSON.stringify(s));
-const num = (n: number | undefined): string => (n === undefined ? 'null' : String(n));
-const count = (n: number | undefined): string => (n === undefined ? '0' : String(n));
-const list = (a: readonly (string | number)[] | undefined): string => (a === undefined ? '[]' : JSON.stringify(a));
-// Most spans report no tier or region.
-const billingText = (s: string): string => (s === '' ? '""' : JSON.stringify(s));
-const keysOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaKeys(m)));
-const valuesOf = (m: Metadata | undefined): string => (m === undefined ? '[]' : JSON.stringify(metaValues(m)));
+// Each writes `key` (`,"name":`) and the value, or nothing for a kind's empty value.
+const optText = (key: string, s: string | undefined): string => (s === undefined || s === '' ? '' : key + JSON.stringify(s));
+const optCount = (key: string, n: number | undefined): string => (n === undefined || n === 0 ? '' : key + String(n));
+const optNumber = (key: string, n: number | undefined): string => (n === undefined ? '' : key + String(n));
+const optList = (key: string, a: readonly (string | number)[] | undefined): string => (a === undefined || a.length === 0 ? '' : key + JSON.stringify(a));
+// Decimal strings hold only digits, '-' and '.': nothing to escape.
+const optCost = (key: string, c: string): string => (c === '0' ? '' : `${key}"${c}"`);
+const optMeta = (keysKey: string, valuesKey: string, m: Metadata | undefined): string => {
+  const keys = metaKeys(m);
+  return keys.length === 0 ? '' : `${keysKey}${JSON.stringify(keys)}${valuesKey}${JSON.stringify(metaValues(m))}`;
+};
 
 /**
- * The start of the canonical line of every span of `trace`: the trace's
- * columns lead the table order, so they are encoded once per trace and
- * shared by its spans' lines (see `encodeSpanLine`).
+ * The start of the line of every span of `trace`: the trace's columns lead
+ * the table order, so they are encoded once per trace and shared by its
+ * spans' lines (see `encodeSpanLine`).
  */
 export function encodeTraceHead(trace: Trace, ctx: RowContext): string {
   const c = trace.customer;
   return (
     `{"org_id":${JSON.stringify(ctx.orgId)},"key_prefix":${JSON.stringify(ctx.keyPrefix)},"received_at":${ctx.receivedAt}` +
-    `,"trace_id":${JSON.stringify(trace.traceId)},"trace_name":${str(trace.traceName)},"agent_name":${str(trace.agentName)}` +
-    `,"workflow_name":${str(trace.workflowName)},"workflow_run_id":${str(trace.workflowRunId)},"session_id":${str(trace.sessionId)}` +
-    `,"customer_id":${str(c?.id)},"customer_name":${str(c?.name)},"customer_image_url":${str(c?.imageUrl)}` +
-    `,"trace_metadata_keys":${keysOf(trace.metadata)},"trace_metadata_values":${valuesOf(trace.metadata)}`
+    `,"trace_id":${JSON.stringify(trace.traceId)}${optText(',"trace_name":', trace.traceName)}${optText(',"agent_name":', trace.agentName)}` +
+    `${optText(',"workflow_name":', trace.workflowName)}${optText(',"workflow_run_id":', trace.workflowRunId)}` +
+    `${optText(',"session_id":', trace.sessionId)}${optText(',"customer_id":', c?.id)}${optText(',"customer_name":', c?.name)}` +
+    `${optText(',"customer_image_url":', c?.imageUrl)}${optMeta(',"trace_metadata_keys":', ',"trace_metadata_values":', trace.metadata)}`
   );
 }
 
 /**
- * The canonical line of one span, byte for byte what
- * `encodeRow(spanToRow(trace, span, ctx, costs))` writes (a test holds the
+ * The line of one span, byte for byte what
+ * `encodeLine(spanToRow(trace, span, ctx, costs))` writes (a test holds the
  * two equal), without the 66-key row object in between: on the request path
  * this is the largest cost after JSON.parse.
  */
@@ -326,34 +389,36 @@ export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts):
   const u = span.usage;
   const rl = span.rateLimit;
   const line =
-    `${traceHead},"span_id":${JSON.stringify(span.spanId)},"parent_span_id":${str(span.parentSpanId)}` +
+    `${traceHead},"span_id":${JSON.stringify(span.spanId)}${optText(',"parent_span_id":', span.parentSpanId)}` +
     `,"span_type":${JSON.stringify(span.spanType)},"name":${JSON.stringify(span.name)}` +
     `,"start_time":${span.startTime},"end_time":${span.endTime},"start_date":"${utcDay(span.startTime)}","duration_ms":${span.endTime - span.startTime}` +
-    `,"status":${span.status === undefined ? '"ok"' : JSON.stringify(span.status)},"error_message":${str(span.errorMessage)}` +
-    `,"provider":${str(span.provider)},"model_id":${str(span.modelId)}` +
-    `,"service_tier":${billingText(serviceTierOf(span))},"region":${billingText(regionOf(span))}` +
-    `,"input_tokens":${count(u?.inputTokens)},"output_tokens":${count(u?.outputTokens)},"total_tokens":${totalTokens(u)}` +
-    `,"reasoning_tokens":${count(u?.reasoningTokens)},"cached_input_tokens":${count(u?.cachedInputTokens)}` +
-    `,"cache_write_input_tokens":${count(u?.cacheWriteInputTokens)},"image_count":${count(u?.imageCount)}` +
-    `,"web_search_count":${count(u?.webSearchCount)},"request_count":${count(u?.requestCount)}` +
-    `,"cache_write_1h_input_tokens":${count(u?.cacheWrite1hInputTokens)},"audio_input_tokens":${count(u?.audioInputTokens)}` +
-    `,"cached_audio_input_tokens":${count(u?.cachedAudioInputTokens)},"audio_output_tokens":${count(u?.audioOutputTokens)}` +
-    // Decimal strings hold only digits, '-' and '.': nothing to escape.
-    `,"input_cost":"${costs.input_cost}","output_cost":"${costs.output_cost}","reasoning_cost":"${costs.reasoning_cost}"` +
-    `,"cached_input_cost":"${costs.cached_input_cost}","cache_write_input_cost":"${costs.cache_write_input_cost}"` +
-    `,"image_cost":"${costs.image_cost}","web_search_cost":"${costs.web_search_cost}","request_cost":"${costs.request_cost}"` +
-    `,"cache_write_1h_input_cost":"${costs.cache_write_1h_input_cost}","audio_input_cost":"${costs.audio_input_cost}"` +
-    `,"cached_audio_input_cost":"${costs.cached_audio_input_cost}","audio_output_cost":"${costs.audio_output_cost}"` +
+    `,"status":${span.status === undefined ? '"ok"' : JSON.stringify(span.status)}${optText(',"error_message":', span.errorMessage)}` +
+    `${optText(',"provider":', span.provider)}${optText(',"model_id":', span.modelId)}` +
+    `${optText(',"service_tier":', serviceTierOf(span))}${optText(',"region":', regionOf(span))}` +
+    (u === undefined
+      ? ''
+      : `${optCount(',"input_tokens":', u.inputTokens)}${optCount(',"output_tokens":', u.outputTokens)}${optCount(',"total_tokens":', totalTokens(u))}` +
+        `${optCount(',"reasoning_tokens":', u.reasoningTokens)}${optCount(',"cached_input_tokens":', u.cachedInputTokens)}` +
+        `${optCount(',"cache_write_input_tokens":', u.cacheWriteInputTokens)}${optCount(',"image_count":', u.imageCount)}` +
+        `${optCount(',"web_search_count":', u.webSearchCount)}${optCount(',"request_count":', u.requestCount)}` +
+        `${optCount(',"cache_write_1h_input_tokens":', u.cacheWrite1hInputTokens)}${optCount(',"audio_input_tokens":', u.audioInputTokens)}` +
+        `${optCount(',"cached_audio_input_tokens":', u.cachedAudioInputTokens)}${optCount(',"audio_output_tokens":', u.audioOutputTokens)}`) +
+    `${optCost(',"input_cost":', costs.input_cost)}${optCost(',"output_cost":', costs.output_cost)}${optCost(',"reasoning_cost":', costs.reasoning_cost)}` +
+    `${optCost(',"cached_input_cost":', costs.cached_input_cost)}${optCost(',"cache_write_input_cost":', costs.cache_write_input_cost)}` +
+    `${optCost(',"image_cost":', costs.image_cost)}${optCost(',"web_search_cost":', costs.web_search_cost)}${optCost(',"request_cost":', costs.request_cost)}` +
+    `${optCost(',"cache_write_1h_input_cost":', costs.cache_write_1h_input_cost)}${optCost(',"audio_input_cost":', costs.audio_input_cost)}` +
+    `${optCost(',"cached_audio_input_cost":', costs.cached_audio_input_cost)}${optCost(',"audio_output_cost":', costs.audio_output_cost)}` +
     `,"total_cost":"${costs.total_cost}","priced":${costs.priced},"price_source":${JSON.stringify(costs.price_source)}` +
-    `,"ttft_ms":${num(span.ttftMs)},"chunk_offsets":${list(span.chunkOffsets)},"chunk_tokens":${list(span.chunkTokens)}` +
-    `,"reasoning_offsets":${list(span.reasoningOffsets)},"reasoning_chunk_tokens":${list(span.reasoningChunkTokens)}` +
-    `,"reasoning_duration_ms":${num(span.reasoningDurationMs)},"input":${str(span.input)},"output":${str(span.output)}` +
-    `,"tool_catalog":${str(span.toolCatalog)},"model_call_ms":${num(span.modelCallMs)},"system_fingerprint":${str(span.systemFingerprint)}` +
-    `,"safety_metadata":${str(span.safetyMetadata)},"sources":${str(span.sources)}` +
-    `,"rate_limit_requests_limit":${num(rl?.requestsLimit)},"rate_limit_requests_remaining":${num(rl?.requestsRemaining)}` +
-    `,"rate_limit_requests_reset_ms":${num(rl?.requestsResetMs)},"rate_limit_tokens_limit":${num(rl?.tokensLimit)}` +
-    `,"rate_limit_tokens_remaining":${num(rl?.tokensRemaining)},"rate_limit_tokens_reset_ms":${num(rl?.tokensResetMs)}` +
-    `,"span_metadata_keys":${keysOf(span.metadata)},"span_metadata_values":${valuesOf(span.metadata)}}`;
+    `${optNumber(',"ttft_ms":', span.ttftMs)}${optList(',"chunk_offsets":', span.chunkOffsets)}${optList(',"chunk_tokens":', span.chunkTokens)}` +
+    `${optList(',"reasoning_offsets":', span.reasoningOffsets)}${optList(',"reasoning_chunk_tokens":', span.reasoningChunkTokens)}` +
+    `${optNumber(',"reasoning_duration_ms":', span.reasoningDurationMs)}${optText(',"input":', span.input)}${optText(',"output":', span.output)}` +
+    `${optText(',"tool_catalog":', span.toolCatalog)}${optNumber(',"model_call_ms":', span.modelCallMs)}` +
+    `${optText(',"system_fingerprint":', span.systemFingerprint)}${optText(',"safety_metadata":', span.safetyMetadata)}` +
+    `${optText(',"sources":', span.sources)}` +
+    `${optNumber(',"rate_limit_requests_limit":', rl?.requestsLimit)}${optNumber(',"rate_limit_requests_remaining":', rl?.requestsRemaining)}` +
+    `${optNumber(',"rate_limit_requests_reset_ms":', rl?.requestsResetMs)}${optNumber(',"rate_limit_tokens_limit":', rl?.tokensLimit)}` +
+    `${optNumber(',"rate_limit_tokens_remaining":', rl?.tokensRemaining)}${optNumber(',"rate_limit_tokens_reset_ms":', rl?.tokensResetMs)}` +
+    `${optMeta(',"span_metadata_keys":', ',"span_metadata_values":', span.metadata)}}`;
   return withoutLoneSurrogates(line);
 }
 

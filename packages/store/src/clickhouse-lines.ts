@@ -5,9 +5,10 @@ import { COST_COLUMNS } from '@trace-ingest/shared/rows';
  * in clickhouse-versions.ts).
  */
 
-// In table order, as encodeRow writes them: contiguous, `"<name>":"<decimal>"`.
+// In table order, as both line forms write them: contiguous, `"<name>":"<decimal>"`, the write log's lines leaving out
+// the zero ones (every cost column ends in `_cost`, and no other column does).
 const COST_KEYS = COST_COLUMNS.map((c) => Buffer.from(`"${c}":"`));
-const FIRST_COST = COST_KEYS[0] as Buffer;
+const COST_TAIL = Buffer.from('_cost":"');
 const QUOTE = 0x22;
 const COMMA = 0x2c;
 const NEWLINE = 0x0a;
@@ -18,16 +19,23 @@ function bytesAt(buf: Buffer, at: number, want: Buffer): boolean {
   return true;
 }
 
+/** The index in COST_KEYS, from `from` on, of the cost key at `at`, or -1. */
+function costKeyAt(buf: Buffer, at: number, from: number): number {
+  for (let k = from; k < COST_KEYS.length; k++) if (bytesAt(buf, at, COST_KEYS[k] as Buffer)) return k;
+  return -1;
+}
+
 /**
- * 18.x reads a Decimal only from a bare JSON number, while the canonical line
- * carries costs as strings (no float ever touches money). Drops the quotes
+ * 18.x reads a Decimal only from a bare JSON number, while the lines
+ * carry costs as strings (no float ever touches money). Drops the quotes
  * around the cost values of each line and touches nothing else.
  *
  * A match is structural: in JSON text an unescaped `":"` only follows a key,
  * and only column names are keys, so no string value can fake one. Per line it
- * costs one native search for the first cost key, a short byte walk over the
- * nine costs, and one memchr to the newline (JSON text has no raw newline
- * inside strings): the long text columns are never walked in JS.
+ * costs one native search for a cost key's tail, a short byte walk over the
+ * costs, and one memchr to the newline (JSON text has no raw newline inside
+ * strings): the long text columns are never walked in JS. A line with no cost
+ * key lets the search run on into the next line, which is where its match is.
  */
 export function unquoteCosts(lines: Buffer): Buffer;
 export function unquoteCosts(lines: string): string;
@@ -37,17 +45,14 @@ export function unquoteCosts(lines: Buffer | string): Buffer | string {
   const len = lines.length;
   let pos = 0;
   while (pos < len) {
-    const at = lines.indexOf(FIRST_COST, pos);
-    if (at < 0) break;
-    let p = at;
-    for (let k = 0; k < COST_KEYS.length; k++) {
-      const key = COST_KEYS[k] as Buffer;
-      if (k > 0) {
-        if (lines[p] !== COMMA) break;
-        p++;
-      }
-      if (!bytesAt(lines, p, key)) break;
-      const open = p + key.length - 1;
+    const tail = lines.indexOf(COST_TAIL, pos);
+    if (tail < 0) break;
+    // Back to the key's opening quote: a column name holds no quote.
+    let p = lines.lastIndexOf(QUOTE, tail - 1);
+    for (let k = 0; p >= 0;) {
+      k = costKeyAt(lines, p, k);
+      if (k < 0) break;
+      const open = p + (COST_KEYS[k] as Buffer).length - 1;
       let q = open + 1;
       if (lines[q] === 0x2d) q++;
       const digits = q;
@@ -55,8 +60,11 @@ export function unquoteCosts(lines: Buffer | string): Buffer | string {
       if (q === digits || lines[q] !== QUOTE) break;
       cuts.push(open, q);
       p = q + 1;
+      if (lines[p] !== COMMA) break;
+      p++;
+      k++;
     }
-    const nl = lines.indexOf(NEWLINE, p);
+    const nl = lines.indexOf(NEWLINE, Math.max(p, tail));
     pos = nl < 0 ? len : nl + 1;
   }
   if (cuts.length === 0) return lines;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { COST_COLUMNS, encodeRow, spanToRow, UNPRICED } from '@trace-ingest/shared/rows';
+import { COST_COLUMNS, encodeLine, encodeRow, spanToRow, UNPRICED } from '@trace-ingest/shared/rows';
 import type { Span } from '@trace-ingest/shared/schema';
 import { ClickHouseError } from '@clickhouse/client';
 import { clickHouseErrorCode } from './clickhouse-errors.js';
@@ -148,8 +148,25 @@ describe('unquoteCosts', () => {
       '\n',
     );
     expect(unquoteCosts(lines)).toBe(
-      ['{"a":"1"}', '{"input_cost":1,"output_cost":2.5,"x":"3"}', '{"output_cost":"9","input_cost":-1}', '{"input_cost":"1e5"}', ''].join('\n'),
+      ['{"a":"1"}', '{"input_cost":1,"output_cost":2.5,"x":"3"}', '{"output_cost":9,"input_cost":"-1"}', '{"input_cost":"1e5"}', ''].join('\n'),
     );
+  });
+
+  it('unquotes the costs a line carries when it leaves the zero ones out', () => {
+    const lines = ['{"a":"1","output_cost":"2","image_cost":"0.5","total_cost":"3","priced":true}', '{"b":""}', '{"total_cost":"4"}', ''].join('\n');
+    expect(unquoteCosts(lines)).toBe(
+      ['{"a":"1","output_cost":2,"image_cost":0.5,"total_cost":3,"priced":true}', '{"b":""}', '{"total_cost":4}', ''].join('\n'),
+    );
+  });
+
+  it("unquotes the write log's lines as it does the full ones", () => {
+    const row = spanToRow({ traceId: 't', spans: [span] }, span, { orgId: 'o', keyPrefix: 'k', receivedAt: 3 }, costs);
+    const full = JSON.parse(unquoteCosts(encodeRow(row))) as Record<string, unknown>;
+    const compact = JSON.parse(unquoteCosts(encodeLine(row))) as Record<string, unknown>;
+    expect(compact.input_cost).toBe(full.input_cost);
+    expect(compact.total_cost).toBe(full.total_cost);
+    expect(compact).not.toHaveProperty('image_cost');
+    expect(JSON.stringify(compact)).not.toMatch(/_cost":"/);
   });
 
   it('returns the same buffer when there is nothing to change', () => {

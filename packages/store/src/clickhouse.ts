@@ -9,7 +9,7 @@ import { applyRetentionTtl } from './clickhouse-retention.js';
 import { ClickHouseLifecycle } from './clickhouse-lifecycle.js';
 import { ClickHouseTopLists } from './clickhouse-top-lists.js';
 import { type EraseCounts, type EraseTarget, type Retention, type RetentionCut, type RetentionResult } from '@trace-ingest/shared/lifecycle';
-import type { SpanRow } from '@trace-ingest/shared/rows';
+import { completeRow, type SpanRow } from '@trace-ingest/shared/rows';
 import { spanKey, storedSpans, weighted } from './clickhouse-rollups.js';
 import { ClickHouseDeriver, InProcessLease } from './clickhouse-derive.js';
 import {
@@ -91,7 +91,7 @@ function rawLines(lines: Lines): string[] {
   );
 }
 
-/** The rows of canonical lines (a line the store cannot read is refused whole, as the server would refuse it). */
+/** The rows of lines of either form (a line the store cannot read is refused whole, as the server would refuse it). */
 function parseRows(lines: Lines, rowCount: number): SpanRow[] {
   const rows: SpanRow[] = [];
   if (rowCount === 0) return rows;
@@ -99,7 +99,7 @@ function parseRows(lines: Lines, rowCount: number): SpanRow[] {
     for (const line of chunk.toString('utf8').split('\n')) {
       if (line === '') continue;
       try {
-        rows.push(JSON.parse(line) as SpanRow);
+        rows.push(completeRow(JSON.parse(line) as Record<string, unknown>));
       } catch (e) {
         throw new SpanStoreRejectedError(`a row is not JSON: ${(e as Error).message}`, { cause: e });
       }

@@ -3,7 +3,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { encodeRow, payloadToRows, UNPRICED, type SpanCosts } from '@trace-ingest/shared/rows';
+import {
+  completeRow,
+  encodeLine,
+  encodeRow,
+  payloadToRows,
+  SPAN_COLUMNS,
+  UNPRICED,
+  type ColumnKind,
+  type SpanCosts,
+  type SpanRow,
+} from '@trace-ingest/shared/rows';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { batchColumnList, batchReadColumns, linesByStart, startOf } from './duckdb-load.js';
 import { DuckDbSpanStore } from './duckdb.js';
@@ -86,6 +96,53 @@ describe('batch load columns', () => {
     // A decimal the column cannot hold is refused, as read_json refuses it (an error the store reports as rejected rows).
     fs.writeFileSync(file, '{"input_cost":"100000000000000000000"}\n');
     await expect(conn.run(`CREATE TABLE big AS ${read(batchReadColumns(), batchColumnList())}`)).rejects.toThrow(/^Conversion Error/);
+  });
+});
+
+describe('the two line forms', () => {
+  it("load the same rows: the write log's lines leave out empty values, which the load gives back", async () => {
+    const value = (name: string, kind: ColumnKind, i: number): unknown =>
+      ({
+        string: `${name}-${i}`,
+        int: i + 1,
+        nullable_int: i,
+        nullable_float: i + 0.5,
+        date: '2026-01-01',
+        decimal: `${i}.25`,
+        bool: true,
+        string_array: [`${name}-${i}`, ''],
+        int_array: [i, 0],
+      })[kind];
+    // Every column set, every column empty that may be, and each half of the columns set.
+    const shapes = [() => true, () => false, (c: number) => c % 2 === 0, (c: number) => c % 2 === 1];
+    const base = payloadToRows(makePayload({ traces: [makeTrace({ traceId: 't', spans: [makeSpan({ spanId: 's' })] })] }), ctx, () => UNPRICED)[0];
+    if (base === undefined) throw new Error('no row');
+    const rows = shapes.map((set, i) => {
+      const row: Record<string, unknown> = { ...base, span_id: `s${i}` };
+      SPAN_COLUMNS.forEach(([name, kind], c) => {
+        if (!['org_id', 'trace_id', 'span_id', 'start_time', 'end_time', 'start_date', 'received_at'].includes(name))
+          // Metadata values go with their keys: a map's two lists are set or left out together.
+          row[name] = set(name.endsWith('_values') ? c - 1 : c) ? value(name.replace('_values', '_keys'), kind, i) : completeRow({})[name];
+      });
+      return row as SpanRow;
+    });
+    const lines = rows.map((r) => encodeLine(r));
+    expect(lines[1]?.length).toBeLessThan((encodeRow(rows[1] as SpanRow).length * 2) / 3);
+    const stored = async (text: string) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ti-forms-'));
+      const store = new DuckDbSpanStore({ file: path.join(dir, 'spans.duckdb'), threads: 1 });
+      await store.start();
+      try {
+        await store.insertLines(Buffer.from(text), rows.length);
+        return await store.query('SELECT * EXCLUDE (received_at) FROM spans ORDER BY span_id');
+      } finally {
+        await store.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    const full = await stored(rows.map((r) => encodeRow(r) + '\n').join(''));
+    expect(full).toHaveLength(rows.length);
+    expect(await stored(lines.map((l) => l + '\n').join(''))).toEqual(full);
   });
 });
 

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { makeBulkPayload } from '../../../test/factories.js';
 import { DuckDbSpanStore } from './duckdb.js';
 import { applyDuckDbMigrations, loadDuckDbMigrations, spansSchemaDrift } from './duckdb-migrations.js';
@@ -16,7 +16,7 @@ const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_0
 
 function lines(traces: number, spans: number, orgId = ctx.orgId): { buf: Buffer; rows: number } {
   const rows = payloadToRows(makeBulkPayload(traces, spans), { ...ctx, orgId }, () => UNPRICED);
-  return { buf: Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows: rows.length };
+  return { buf: Buffer.from(rows.map((r) => encodeLine(r) + '\n').join('')), rows: rows.length };
 }
 
 /** Runs `body` on a plain DuckDB connection to `file` (no store, no migrations), then lets go of the file. */

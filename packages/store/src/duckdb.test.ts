@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { encodeRow, payloadToRows, UNPRICED, type SpanCosts } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, UNPRICED, type SpanCosts } from '@trace-ingest/shared/rows';
 import { makePayload, makeSpan, makeTrace } from '../../../test/factories.js';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { DuckDbSpanStore } from './duckdb.js';
@@ -31,7 +31,7 @@ const priced: SpanCosts = {
 };
 
 function lines(rows: ReturnType<typeof payloadToRows>): Buffer {
-  return Buffer.from(rows.map((r) => encodeRow(r) + '\n').join(''));
+  return Buffer.from(rows.map((r) => encodeLine(r) + '\n').join(''));
 }
 
 describe('DuckDbSpanStore', () => {

@@ -86,8 +86,8 @@ export interface SpanStore {
   problem?(): string | undefined;
 
   /**
-   * Inserts rows given in the canonical line form (`encodeRow`, one per
-   * line), as one buffer or as chunks of whole lines (the write log's
+   * Inserts rows given as lines (`encodeLine` or `encodeRow`, one per
+   * line; a key left out holds its column's empty value), as one buffer or as chunks of whole lines (the write log's
    * records, passed on without copying them into one buffer). Idempotent on (org_id, trace_id, span_id) as seen by the
    * one-row-per-span query form: a replayed or retried insert never shows a
    * span twice. Throws SpanStoreRejectedError when the store refuses the data
@@ -113,7 +113,7 @@ export interface SpanStore {
   readOnlyQuery(sql: string, params?: readonly unknown[], maxRows?: number): Promise<QueryRow[]>;
 
   /**
-   * Writes rows (canonical lines) that replace the stored rows with the same
+   * Writes rows (lines, as insertLines takes them) that replace the stored rows with the same
    * (org_id, trace_id, span_id): used to reprice. The replacement rows carry a
    * newer received_at.
    */

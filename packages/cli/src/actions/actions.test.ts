@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '@trace-ingest/shared/config';
-import { encodeRow, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
+import { encodeLine, payloadToRows, UNPRICED } from '@trace-ingest/shared/rows';
 import { createContext, REPRICE_DUCKDB_MEMORY, type CliContext, type ContextDefaults } from '../context.js';
 import { runCli } from '../program.js';
 import type { Output } from '../output.js';
@@ -252,7 +252,7 @@ describe('usage as a table', () => {
       { orgId: org!.id, keyPrefix: 'k', receivedAt: 1 },
       () => ({ ...UNPRICED, input_cost: '1234.567890123456789', total_cost: '1234.567890123456789', priced: true }),
     );
-    await (await ctx.spans()).insertLines(Buffer.from(rows.map((r) => encodeRow(r) + '\n').join('')), rows.length);
+    await (await ctx.spans()).insertLines(Buffer.from(rows.map((r) => encodeLine(r) + '\n').join('')), rows.length);
     await ctx.close();
 
     const empty = await cli('usage', '--org', 'acme', '--month', '2025-12');
