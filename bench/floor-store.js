@@ -1,6 +1,6 @@
 // Floor (c): a direct bulk insert of the same rows into the store, without the service.
 // argv[2]: a JSON config file { workload, rows, clickhouseUrl? }.
-// The rows are the service's own (payloadToRows + encodeRow, unpriced) from the same
+// The rows are the service's own (payloadToRows + encodeLine, unpriced) from the same
 // bodies with fresh ids, written as NDJSON, then loaded in one statement:
 //   DuckDB:     INSERT INTO spans SELECT ... FROM read_json('<file>', format = 'newline_delimited')
 //               into a fresh file with the service's table (primary key and index included);
@@ -16,7 +16,7 @@ import { stamp, workload } from './workloads.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
-const { payloadToRows, encodeRow, noPricing, SPAN_COLUMNS } = await import(path.join(root, 'packages/shared/dist/rows.js'));
+const { payloadToRows, encodeLine, noPricing, SPAN_COLUMNS } = await import(path.join(root, 'packages/shared/dist/rows.js'));
 
 function ndjson() {
   // The otlp and grpc workloads carry the same spans as small: their rows are small's.
@@ -27,7 +27,7 @@ function ndjson() {
   for (let n = 0; rows < cfg.rows; n++) {
     const payload = JSON.parse(stamp(body, w.slots, n).toString('utf8'));
     for (const r of payloadToRows(payload, { orgId: 'org_bench', keyPrefix: 'ti_bench', receivedAt: Date.now() }, noPricing)) {
-      parts.push(encodeRow(r), '\n');
+      parts.push(encodeLine(r), '\n');
       rows++;
     }
   }
