@@ -382,7 +382,7 @@ export function encodeTraceHead(trace: Trace, ctx: RowContext): string {
 /**
  * The line of one span, byte for byte what
  * `encodeLine(spanToRow(trace, span, ctx, costs))` writes (a test holds the
- * two equal), without the 66-key row object in between: on the request path
+ * two equal), without the 77-key row object in between: on the request path
  * this is the largest cost after JSON.parse.
  */
 export function encodeSpanLine(traceHead: string, span: Span, costs: SpanCosts): string {
