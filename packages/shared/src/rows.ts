@@ -306,7 +306,7 @@ const WRITTEN_ALWAYS: ReadonlySet<string> = new Set([
 ]);
 
 /** What a key left out of a line stands for, by column kind: every reader of lines (stores, tools) takes it so. */
-export const EMPTY_VALUES: Readonly<Record<ColumnKind, string | number | boolean | null | readonly never[]>> = {
+const EMPTY_VALUES: Readonly<Record<ColumnKind, string | number | boolean | null | readonly never[]>> = {
   string: '',
   int: 0,
   nullable_int: null,

@@ -23,7 +23,7 @@ export function readJsonColumns(columns: readonly (readonly [string, ColumnKind]
   return `{${columns.map(([n, k]) => `'${n}': '${DUCKDB_TYPES[k]}'`).join(', ')}}`;
 }
 
-/** What a line without a column's key loads as: the empty value of its kind (NULL where the column takes NULL). */
+/** What a line without a column's key loads as: the empty value of its kind (rows.ts's EMPTY_VALUES, as SQL; NULL where the column takes NULL). */
 const EMPTY: Partial<Record<ColumnKind, string>> = {
   string: "''",
   int: '0',
