@@ -1,6 +1,19 @@
 // One measurement each of the service and of the floors, on the same workload and connections.
 import { workload } from './workloads.js';
-import { clickhouseQuery, countStored, cpuOf, reapedChildrenCpu, rssSampler, runChild, runLoad, sleep, startFloor, startService, walBytes } from './procs.js';
+import {
+  clickhouseQuery,
+  countStored,
+  cpuOf,
+  reapedChildrenCpu,
+  rssSampler,
+  runChild,
+  runLoad,
+  sleep,
+  startFloor,
+  startService,
+  threadCpuOf,
+  walBytes,
+} from './procs.js';
 
 const WARMUP_SECONDS = 3;
 // Ids of the warm-up requests, far above any measured run's (each request takes one id).
@@ -31,13 +44,14 @@ function loadFigures(load, countAcked = true) {
  */
 export async function measureService(name, mode, o, { replicas = 1, rate } = {}) {
   const grpc = workload(name).grpc;
-  const svc = await startService({ mode, replicas, grpc });
+  const svc = await startService({ mode, replicas, grpc, nodeArgs: o.serverNodeArgs ?? [] });
   // An OTLP/gRPC workload is sent to the servers' gRPC listeners.
   const targets = grpc ? { grpcTargets: svc.grpcTargets } : {};
   try {
     const samplers = svc.servers.map((s) => rssSampler(s.proc.pid));
     // Server CPU from here (ready, idle) to its exit: request path, flusher and store alike.
     const cpuAtStart = svc.servers.reduce((n, s) => n + (cpuOf(s.proc.pid) ?? 0), 0);
+    const threadsAtStart = svc.servers.map((s) => threadCpuOf(s.proc.pid));
     // A fixed-rate run measures a warm server: the JIT's first seconds are a start-up cost,
     // not latency under load. The warm-up's spans are counted in the store check below.
     const warm = rate
@@ -70,6 +84,7 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
       lagMs = performance.now() - t0;
     }
     const cpuAtLoadEnd = svc.servers.reduce((n, s) => n + (cpuOf(s.proc.pid) ?? 0), 0);
+    const threadsAtLoadEnd = svc.servers.map((s) => threadCpuOf(s.proc.pid));
     const reapedBefore = reapedChildrenCpu();
     const t1 = performance.now();
     const exits = await svc.stop();
@@ -89,6 +104,8 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
       cpuUsPerSpan: stored > 0 ? (cpuTotal * 1e6) / stored : NaN,
       cpuSeconds: cpuTotal,
       cpuDrainSeconds: cpuTotal + cpuAtStart - cpuAtLoadEnd,
+      // The load's CPU (not the drain's) by kind of thread, in µs per span acknowledged during it.
+      threadCpuUsPerSpan: threadSplit(threadsAtStart, threadsAtLoadEnd, load.ackedSpans),
       lagMs,
       drainMs,
       walMbAtEnd: walAtEnd / 1e6,
@@ -105,6 +122,17 @@ export async function measureService(name, mode, o, { replicas = 1, rate } = {})
   } finally {
     await svc.cleanup();
   }
+}
+
+/** CPU µs per span of each kind of thread between two threadCpuOf reads of each server (kinds summed over servers). */
+function threadSplit(before, after, spans) {
+  const out = {};
+  for (const [i, a] of after.entries()) {
+    const b = before[i];
+    if (a === undefined || b === undefined) continue;
+    for (const k of Object.keys(a)) out[k] = (out[k] ?? 0) + ((a[k] - b[k]) * 1e6) / spans;
+  }
+  return out;
 }
 
 /** Floor (a) `discard` or (b) `parse`: a bare node:http server in its own process, same load. */

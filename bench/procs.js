@@ -69,6 +69,51 @@ export function cpuOf(pid) {
 }
 
 /**
+ * CPU seconds a live process has used so far by kind of thread: `main` (the event loop: the request path and the
+ * flusher's JS), `libuv` (the thread pool: DuckDB's statements, fsync, zlib), `gc` (V8's helper threads: mostly
+ * garbage collection) and `other`. Undefined once it exited.
+ */
+export function threadCpuOf(pid) {
+  const kinds = { main: 0, libuv: 0, gc: 0, other: 0 };
+  let tasks;
+  try {
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return undefined;
+  }
+  for (const tid of tasks) {
+    let s;
+    try {
+      s = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const name = s.slice(s.indexOf('(') + 1, s.lastIndexOf(')'));
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    const secs = (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    const kind = tid === String(pid) ? 'main' : name === 'libuv-worker' ? 'libuv' : name.startsWith('V8') ? 'gc' : 'other';
+    kinds[kind] += secs;
+  }
+  return kinds;
+}
+
+/**
+ * The CPUs (a `taskset -c` list) the server and floor processes, and the load generators, are confined to:
+ * undefined leaves them free. Set once from the command line, so a run on one core can be set beside one on two.
+ */
+const pinned = { server: undefined, load: undefined };
+export function pinCpus({ server, load }) {
+  pinned.server = server;
+  pinned.load = load;
+}
+
+/** spawn(), through `taskset -c` when the process's kind is pinned. */
+function spawnOn(kind, file, args, opts) {
+  const cpus = pinned[kind];
+  return cpus === undefined ? spawn(file, args, opts) : spawn('taskset', ['-c', cpus, file, ...args], opts);
+}
+
+/**
  * CPU seconds of this process's children that have exited and been reaped (cutime + cstime):
  * read before and after a child's exit, the difference is that child's whole CPU time,
  * the part after the last /proc sample included (a drain's last insert and DuckDB's checkpoint).
@@ -96,7 +141,8 @@ export function runChild(script, cfg) {
   const file = path.join(os.tmpdir(), `ti-bench-${path.basename(script, '.js')}-${process.pid}-${Date.now()}.json`);
   fs.writeFileSync(file, JSON.stringify(cfg));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [here(script), file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    // The load generator's CPUs apply to load.js; the store floor is a server's work.
+    const child = spawnOn(script === 'load.js' ? 'load' : 'server', process.execPath, [here(script), file], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (c) => (out += c));
     child.on('exit', (code) => {
@@ -119,7 +165,7 @@ export function cli(env, ...args) {
 
 /** A floor server (discard | parse) as its own process. */
 export async function startFloor(kind) {
-  const proc = spawn(process.execPath, [here('floor-server.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawnOn('server', process.execPath, [here('floor-server.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise((resolve, reject) => {
     proc.stdout.once('data', (c) => resolve(Number(String(c).trim())));
     proc.once('exit', (code) => reject(new Error(`floor server exited ${code}`)));
@@ -207,7 +253,7 @@ export async function startService({ mode, replicas = 1, extraEnv = {}, nodeArgs
     const port = await freePort();
     const grpcPort = grpc ? await freePort() : undefined;
     let stderr = '';
-    const proc = spawn(process.execPath, [...nodeArgs, SERVER], {
+    const proc = spawnOn('server', process.execPath, [...nodeArgs, SERVER], {
       env: {
         ...process.env,
         ...env,

@@ -1,6 +1,7 @@
 // npm run bench [-- --quick] [--workloads small,otlp,grpc] [--connections 16] [--duration 10] [--runs 3]
 //                  [--modes fsync,memory] [--replicas 1] [--no-abuse | --abuse-only]
 //                  [--latency | --no-latency] [--latency-rate 100]
+//                  [--server-cpus 1 --load-cpus 0] [--server-node-options "--max-semi-space-size=64"]
 // Starts the real server (built dist/) as a child process, drives it from another process with
 // autocannon, and measures the floors side by side on the same payloads. See bench/README.md.
 import { execFileSync } from 'node:child_process';
@@ -8,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { measureAbuse } from './abuse.js';
 import { measureFloor, measureService, measureStoreFloor } from './measure.js';
-import { root } from './procs.js';
+import { pinCpus, root } from './procs.js';
 import { median, medians, printReport, writeJson, fmt } from './report.js';
 import { WORKLOAD_NAMES } from './workloads.js';
 
@@ -26,6 +27,9 @@ function options(argv) {
     'latency',
     'no-latency',
     'latency-rate',
+    'server-cpus',
+    'load-cpus',
+    'server-node-options',
   ]);
   const flags = new Set(['quick', 'no-abuse', 'abuse-only', 'latency', 'no-latency']);
   const v = {};
@@ -50,6 +54,11 @@ function options(argv) {
     // --latency-rate): every workload with --latency (or --latency-rate), none with --no-latency,
     // otherwise `small` in full runs and none with --quick.
     latencyRate: v['latency-rate'] === undefined ? undefined : Number(v['latency-rate']),
+    // `taskset -c` lists: the server and floors on some cores, the load generators on others (scaling with cores).
+    serverCpus: v['server-cpus'],
+    loadCpus: v['load-cpus'],
+    // Node/V8 flags for the server process alone, e.g. "--max-semi-space-size=64".
+    serverNodeArgs: v['server-node-options'] === undefined ? [] : v['server-node-options'].split(/\s+/).filter(Boolean),
   };
   const latencyAll = v.latency === true || v['latency-rate'] !== undefined;
   o.latency = v['no-latency'] === true ? [] : latencyAll ? [...o.workloads] : quick ? [] : o.workloads.filter((w) => w === 'small');
@@ -91,6 +100,7 @@ async function main() {
     return;
   }
   const o = options(process.argv.slice(2));
+  pinCpus({ server: o.serverCpus, load: o.loadCpus });
   if (!fs.existsSync(path.join(root, 'packages/server/dist/main.js'))) execFileSync('npx', ['tsc', '-b'], { cwd: root, stdio: 'inherit' });
   const results = [];
   for (const w of o.abuseOnly ? [] : o.workloads) {
@@ -116,7 +126,10 @@ async function main() {
             `(${fmt(x.cpuSeconds, 1)} s, drain ${fmt(x.cpuDrainSeconds, 1)} s), ${f(x.spansPerSec)} spans/s, ` +
             `p99 ${fmt(x.p99, 1)} ms, non-2xx ${x.non2xx}, errors ${x.errors}, ` +
             `peak RSS ${f(x.peakRssMb)} MiB, lag ${f(x.lagMs)} ms, WAL ${fmt(x.walMbAtEnd, 1)} MB, ` +
-            `stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}`,
+            `stored ${x.stored}/${x.ackedSpans} acked (+${x.unackedStored}, ≤ ${x.maxUnacked} cut off), exit ${x.exitCodes.join(',')}; ` +
+            `during the load, µs CPU/span by thread: ${Object.entries(x.threadCpuUsPerSpan)
+              .map(([k, us]) => `${k} ${fmt(us, 1)}`)
+              .join(', ')}`,
         );
       }
     }
