@@ -43,7 +43,12 @@ function text(rand, chars) {
   return rand() < 0.05 ? out.slice(0, -1) + 'é' : out;
 }
 
-const FIXED_DAY = 1767225600000;
+/**
+ * The UTC day before the run's: inside the server's default text retention (TEXT_RETENTION_DAYS, 30), so a span's
+ * texts are stored as a live client's are. A fixed date that fell out of it had the server write every span without
+ * its texts.
+ */
+const FIXED_DAY = Math.floor(Date.now() / 86_400_000) * 86_400_000 - 86_400_000;
 
 /** `startAt`: every span starts in the minute before it (a busy day's shape); otherwise on one fixed day. */
 function span(rand, i, textChars, startAt) {
