@@ -88,6 +88,17 @@ describe('exceedsDepth and strings', () => {
     expect(exceedsDepth(buf(json), depth - 1)).toBe(true);
   });
 
+  it('finds the end of strings of every length around the bytes scanned before memchr, escaped quotes included', () => {
+    for (let len = 0; len <= 40; len++)
+      for (const tail of ['', String.raw`\"`, String.raw`\\`, String.raw`\\\"`]) {
+        const text = 'a'.repeat(len) + tail;
+        const json = `[${JSON.stringify(text)},"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}[",[[1]]]`;
+        expect(depthOf(JSON.parse(json))).toBe(3);
+        expect(exceedsDepth(buf(json), 3)).toBe(false);
+        expect(exceedsDepth(buf(json), 2)).toBe(true);
+      }
+  });
+
   it('stops at an unterminated string without counting what follows', () => {
     expect(exceedsDepth(buf('["' + '['.repeat(100)), 1)).toBe(false);
     expect(exceedsDepth(buf(String.raw`["\"` + '['.repeat(100)), 1)).toBe(false);
