@@ -56,13 +56,17 @@ const CLK_TCK = (() => {
   }
 })();
 
+/** CPU seconds (user + system) of a /proc `stat` line, a process's or one thread's. */
+function statCpu(stat) {
+  // The command name (field 2) may hold spaces: count the fields after its closing parenthesis.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14 and 15)
+}
+
 /** CPU seconds (user + system, every thread) a live process has used so far, from /proc/<pid>/stat. */
 export function cpuOf(pid) {
   try {
-    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may hold spaces: count the fields after its closing parenthesis.
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14 and 15)
+    return statCpu(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined; // exited
   }
@@ -89,10 +93,8 @@ export function threadCpuOf(pid) {
       continue; // the thread ended meanwhile
     }
     const name = s.slice(s.indexOf('(') + 1, s.lastIndexOf(')'));
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    const secs = (Number(f[11]) + Number(f[12])) / CLK_TCK;
     const kind = tid === String(pid) ? 'main' : name === 'libuv-worker' ? 'libuv' : name.startsWith('V8') ? 'gc' : 'other';
-    kinds[kind] += secs;
+    kinds[kind] += statCpu(s);
   }
   return kinds;
 }
