@@ -9,6 +9,7 @@
 // touches (advanceFromTouchesSql, the trace list's, for both); against the list's rebuild (rebuildTopListSql). Prints ms.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { median } from './report.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const argv = process.argv.slice(2);
@@ -26,6 +27,7 @@ const { DuckDBInstance } = await import('@duckdb/node-api');
 const { advanceFromTouchesSql, rebuildTopListSql } = await import(path.join(root, 'packages/store/dist/duckdb-top-lists.js'));
 const { TOP_LISTS, TOP_LISTS_PER_DAY } = await import(path.join(root, 'packages/store/dist/top-lists.js'));
 const { MEASURES } = await import(path.join(root, 'packages/shared/dist/rollups.js'));
+const { sqlString } = await import(path.join(root, 'packages/store/dist/duckdb-file.js'));
 
 const db = await DuckDBInstance.create(o.file, { threads: '1' });
 const c = await db.connect();
@@ -35,10 +37,9 @@ const timed = async (sqls) => {
   for (const s of sqls) await c.run(s);
   return performance.now() - t;
 };
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const { org_id: orgId, d: day } = await one('SELECT org_id, CAST(start_date AS VARCHAR) AS d FROM traces GROUP BY ALL ORDER BY count(*) DESC LIMIT 1');
-const org = `'${String(orgId).replaceAll("'", "''")}'`;
+const org = sqlString(String(orgId));
 const where = `org_id = ${org} AND start_date = DATE '${day}'`;
 
 for (const l of [TOP_LISTS.trace, TOP_LISTS.session]) {
