@@ -14,7 +14,8 @@ describe('ClickHouse down mid-load', () => {
   it('keeps accepting, loses nothing and duplicates nothing once ClickHouse is back', async () => {
     const url = ch.urlFor('outage_e2e');
     const t = await startTestServer(
-      { CLICKHOUSE_URL: url, FLUSH_INTERVAL_MS: '50', FLUSH_TIMEOUT_MS: '2000' },
+      // Every tick flushes (no gathering of the steady load), so the flusher meets the outage within the wait below.
+      { CLICKHOUSE_URL: url, FLUSH_INTERVAL_MS: '50', FLUSH_TIMEOUT_MS: '2000', FLUSH_GATHER_MS: '0' },
       { spanStore: new ClickHouseSpanStore({ url, requestTimeoutMs: 2000 }) },
     );
     onTestFinished(() => t.close());

@@ -210,6 +210,88 @@ describe('Flusher with a real DuckDB store', () => {
     expect(ids[0]?.n).toBe(270);
   });
 
+  it('gathers sustained traffic into one backlog-size insert, and flushes a burst once its rate falls', async () => {
+    const inserts: number[] = [];
+    const counting = new OutageStore(store, 0);
+    const insert = counting.insertLines.bind(counting);
+    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
+      inserts.push(rows);
+      return insert(lines as Buffer, rows);
+    };
+    const opts = {
+      intervalMs: 20,
+      maxRows: 64,
+      backlogMaxRows: 200,
+      gatherMs: 10_000,
+      gatherMinRate: 100,
+      timeoutMs: 5000,
+      deadLetterDir: path.join(dir, 'dead'),
+    };
+    const f = built(new Flusher(log, counting, opts, logger, metrics));
+    f.start();
+    // 200 rows in quick succession: past maxRows the writes are left to gather, and the backlog's size flushes them at once.
+    for (let i = 0; i < 5; i++) {
+      const b = batch(4, 10);
+      await log.append(b.buf, b.rows);
+      f.notify();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await vi.waitFor(() => expect(inserts).toEqual([200]), { timeout: 5000 });
+    // A burst of 100 rows, then nothing: gathered while it holds 100 rows a second since the last flush (one second).
+    await f.idle();
+    const b = batch(10, 10);
+    await log.append(b.buf, b.rows);
+    f.notify();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(inserts).toEqual([200]);
+    await vi.waitFor(() => expect(inserts).toEqual([200, 100]), { timeout: 5000 });
+    await f.idle();
+    expect(await count()).toBe(300);
+    expect(log.bytes).toBe(0);
+    await f.close(1000);
+  });
+
+  it('never gathers rows that fill a quarter of the write log', async () => {
+    const b = batch(4, 10);
+    await log.close();
+    log = new WriteLog({ dir: path.join(dir, 'wal-small'), durability: 'fsync', maxBytes: 3 * b.buf.length });
+    await log.start();
+    const opts = {
+      intervalMs: 20,
+      maxRows: 64,
+      backlogMaxRows: 10_000,
+      gatherMs: 60_000,
+      gatherMinRate: 1,
+      timeoutMs: 5000,
+      deadLetterDir: path.join(dir, 'dead'),
+    };
+    const f = built(new Flusher(log, store, opts, logger, metrics));
+    f.start();
+    await log.append(b.buf, b.rows);
+    f.notify();
+    await vi.waitFor(async () => expect(await count()).toBe(40), { timeout: 5000 });
+    await f.close(1000);
+  });
+
+  it('flushes every tick with gathering off, as light traffic is', async () => {
+    const inserts: number[] = [];
+    const counting = new OutageStore(store, 0);
+    const insert = counting.insertLines.bind(counting);
+    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
+      inserts.push(rows);
+      return insert(lines as Buffer, rows);
+    };
+    const f = built(
+      new Flusher(log, counting, { intervalMs: 20, maxRows: 64, backlogMaxRows: 200, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics),
+    );
+    f.start();
+    const b = batch(5, 10);
+    await log.append(b.buf, b.rows);
+    f.notify();
+    await vi.waitFor(() => expect(inserts).toEqual([50]), { timeout: 2000 });
+    await f.close(1000);
+  });
+
   it('replays a backlog whose large insert failed before it was confirmed, once', async () => {
     for (let s = 0; s < 2; s++) {
       const b = batch(3, 10);

@@ -18,6 +18,13 @@ export interface FlusherOptions {
   /** The insert's rows and bytes while more than one insert of maxRows / maxBytes waits (never less than those); default: the same. */
   backlogMaxRows?: number;
   backlogMaxBytes?: number;
+  /**
+   * Sustained traffic (rows written since the last flush began at `gatherMinRate` per second or more): a tick leaves
+   * them to gather for up to this long from then, until a backlog insert's worth waits, which DuckDB writes to its file
+   * once instead of through its own log and a checkpoint. 0 (the default): every tick flushes.
+   */
+  gatherMs?: number;
+  gatherMinRate?: number;
   timeoutMs: number;
   deadLetterDir: string;
   /** Backoff bounds for a failing store; jitter is applied on top. */
@@ -38,7 +45,8 @@ class InsertTimeoutError extends Error {
  * a segment is retired only after all of its rows were confirmed. While more
  * than one insert waits (a backlog) inserts take `backlogMaxRows` rows, which
  * cost the store less per row than small ones, so only sustained traffic
- * spends the memory of a large insert. Rows the
+ * spends the memory of a large insert; sustained traffic that keeps up is
+ * gathered for one (`gatherMs`) rather than flushed every tick. Rows the
  * store refuses permanently are isolated by bisection and written to a
  * dead-letter file, so they never block the rows behind them.
  */
@@ -54,6 +62,8 @@ export class Flusher {
   private readonly maxBytes: number;
   private readonly backlog: { rows: number; bytes: number };
   private readonly maxBackoff: number;
+  /** When the last flush sealed the segment rows were written to: the rows written since are at most this old. */
+  private sealedAt = performance.now();
   private wakeBackoff: (() => void) | undefined;
   /** The reason flushes fail for, and how many failed, while they do. */
   private failing: { reason: string; count: number } | undefined;
@@ -77,7 +87,7 @@ export class Flusher {
   start(): void {
     if (this.timer !== undefined) return;
     this.timer = setInterval(() => {
-      this.kick();
+      if (!this.gathering()) this.kick();
       // The gauges move while a flush retries, not only when one succeeds.
       this.updateGauges();
     }, this.opts.intervalMs);
@@ -100,9 +110,29 @@ export class Flusher {
     if (this.log.pendingSegments().length > 0) this.kick();
   }
 
-  /** Called after each append: flush early once enough rows wait. */
+  /** Called after each append: flush early once enough rows wait (a backlog insert's worth while they are gathered). */
   notify(): void {
-    if (this.log.activeRows >= this.opts.maxRows) this.kick();
+    if (this.log.activeRows >= this.opts.maxRows && !this.gathering()) this.kick();
+  }
+
+  /**
+   * Whether a tick leaves the rows written since the last flush to gather: they arrive at a sustained rate, are short
+   * of a backlog insert, have waited less than gatherMs, fill under a quarter of the write log (a gather never causes
+   * backpressure), and no sealed segment waits (a replay or a backlog is flushed at once).
+   */
+  private gathering(): boolean {
+    const ms = this.opts.gatherMs ?? 0;
+    if (ms <= 0) return false;
+    const rows = this.log.unsealedRows;
+    const age = performance.now() - this.sealedAt;
+    return (
+      age < ms &&
+      rows * 1000 >= (this.opts.gatherMinRate ?? 0) * age &&
+      rows < this.backlog.rows &&
+      this.log.activeBytes < this.backlog.bytes &&
+      this.log.bytes < this.log.maxBytes / 4 &&
+      this.log.pendingSegments().length === 0
+    );
   }
 
   /** Starts a flush unless one is running. */
@@ -208,7 +238,10 @@ export class Flusher {
    */
   private async flushSegments(): Promise<void> {
     const segments = await this.log.seal();
-    let limit = { rows: this.opts.maxRows, bytes: this.maxBytes };
+    this.sealedAt = performance.now();
+    // Rows gathered past a default insert (segments sealed by this process know their rows) take the backlog's size from the first insert.
+    const known = segments.reduce((n, s) => ({ rows: n.rows + s.rows, bytes: n.bytes + s.bytes }), { rows: 0, bytes: 0 });
+    let limit = known.rows > this.opts.maxRows || known.bytes > this.maxBytes ? this.backlog : { rows: this.opts.maxRows, bytes: this.maxBytes };
     // Records are read one at a time and handed to the store as they are,
     // never copied into one buffer. An insert takes exactly limit.rows rows
     // while the segments have them, a record being cut at a line to fill it:

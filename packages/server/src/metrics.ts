@@ -109,7 +109,7 @@ export class Metrics {
     name: 'trace_ingest_backlog_flushes_total',
     help:
       'Confirmed inserts larger than FLUSH_MAX_ROWS or FLUSH_MAX_BYTES, taken while more than one such insert waited ' +
-      '(up to FLUSH_BACKLOG_MAX_ROWS and FLUSH_BACKLOG_MAX_BYTES)',
+      'or gathered from sustained traffic (FLUSH_GATHER_MS; up to FLUSH_BACKLOG_MAX_ROWS and FLUSH_BACKLOG_MAX_BYTES)',
     registers: [this.registry],
   });
   readonly flushDuration = new Histogram({

@@ -360,6 +360,8 @@ export class IngestServer {
             maxBytes: c.FLUSH_MAX_BYTES,
             backlogMaxRows: c.FLUSH_BACKLOG_MAX_ROWS,
             backlogMaxBytes: c.FLUSH_BACKLOG_MAX_BYTES,
+            gatherMs: c.FLUSH_GATHER_MS,
+            gatherMinRate: c.FLUSH_GATHER_MIN_RATE,
             timeoutMs: c.FLUSH_TIMEOUT_MS,
             deadLetterDir: path.join(c.dataDir, 'dead-letter'),
             onStored: () => watcher.poke(),

@@ -99,6 +99,9 @@ export class WriteLog {
   private sealedRows = 0;
   /** Bytes appended but not yet written: counted against maxBytes too. */
   private queuedBytes = 0;
+  /** Rows of appends not yet written, and of the write in progress: with the active segment's, the rows a seal would take. */
+  private queuedRows = 0;
+  private writingRows = 0;
   /** Segments the checkpoint (or the numbering) expected at start and the folder lacked: removed before their spans were stored. */
   private missing: MissingSegment[] = [];
   /** Span counts of segments left by an earlier run, as its checkpoint recorded them. */
@@ -212,6 +215,16 @@ export class WriteLog {
     return this.active?.rows ?? 0;
   }
 
+  /** Bytes in the active segment, not yet sealed. */
+  get activeBytes(): number {
+    return this.active?.bytes ?? 0;
+  }
+
+  /** Rows appended and not sealed yet: the active segment's, and those of appends still being written. */
+  get unsealedRows(): number {
+    return (this.active?.rows ?? 0) + this.queuedRows + this.writingRows;
+  }
+
   get segmentCount(): number {
     return this.sealed.length + (this.active !== undefined && this.active.bytes > 0 ? 1 : 0);
   }
@@ -223,6 +236,7 @@ export class WriteLog {
     if (this.bytes + size > this.opts.maxBytes) return Promise.reject(new BufferFullError(5));
     const header = encodeHeader(payload, rows);
     this.queuedBytes += size;
+    this.queuedRows += rows;
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ header, payload, rows, resolve, reject });
       if (!this.writeScheduled) {
@@ -238,8 +252,13 @@ export class WriteLog {
     this.queue = [];
     if (batch.length === 0) return;
     let size = 0;
-    for (const p of batch) size += p.header.length + p.payload.length;
+    let rows = 0;
+    for (const p of batch) {
+      size += p.header.length + p.payload.length;
+      rows += p.rows;
+    }
     this.queuedBytes -= size;
+    this.queuedRows -= rows;
     if (this.active === undefined && !this.closed) {
       // A rotation whose new segment could not be created (the folder not writable for a while): try again now.
       try {
@@ -257,15 +276,13 @@ export class WriteLog {
       return;
     }
     const buffers: Buffer[] = [];
-    let rows = 0;
-    for (const p of batch) {
-      buffers.push(p.header, p.payload);
-      rows += p.rows;
-    }
+    for (const p of batch) buffers.push(p.header, p.payload);
+    this.writingRows = rows;
     try {
       await writeAll(active.fh, buffers, size);
       if (this.opts.durability === 'fsync') await active.fh.datasync();
     } catch (e) {
+      this.writingRows = 0;
       // Cut the segment back to its last whole record so the records after
       // this failure are still readable, then refuse this group.
       await active.fh.truncate(active.bytes).catch(() => undefined);
@@ -275,6 +292,7 @@ export class WriteLog {
       return;
     }
     this.writeFailure = undefined;
+    this.writingRows = 0;
     active.bytes += size;
     active.rows += rows;
     for (const p of batch) p.resolve();

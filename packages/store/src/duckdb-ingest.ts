@@ -170,7 +170,7 @@ export class DuckDbIngest {
    * SELECT that reads them (in that order: DuckDB keeps a file's order in a table made from it).
    */
   private async withBatchFile(lines: Lines, body: (source: string) => Promise<void>): Promise<void> {
-    await this.file.withLoadFile(linesByStart(lines), (file) => body(readJsonSql(file, batchColumnList(), batchReadColumns())));
+    await this.file.withLoadFile(await linesByStart(lines), (file) => body(readJsonSql(file, batchColumnList(), batchReadColumns())));
   }
 
   /**

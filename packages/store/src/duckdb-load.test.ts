@@ -23,31 +23,41 @@ const ctx = { orgId: 'org_a', keyPrefix: 'ti_abcdefghi', receivedAt: 1_700_000_0
 const text = (bufs: readonly Buffer[]) => Buffer.concat(bufs).toString('utf8');
 
 describe('linesByStart', () => {
-  it('orders lines by start time, stably, across chunks, and skips empty lines', () => {
+  it('orders lines by start time, stably, across chunks, and skips empty lines', async () => {
     const a = '{"x":"\\"start_time\\":1","start_time":30}\n';
     const b = '{"start_time":10,"y":1}\n';
     const c = '{"start_time":30,"z":2}\n';
     const d = '{"start_time":-5}\n';
-    const out = linesByStart([Buffer.from(a + b), Buffer.alloc(0), Buffer.from('\n' + c + d)]);
+    const out = await linesByStart([Buffer.from(a + b), Buffer.alloc(0), Buffer.from('\n' + c + d)]);
     expect(out.map((l) => l.toString())).toEqual([d, b, a, c]);
   });
 
-  it('joins chunks that split a line, and ends the last line', () => {
-    const out = linesByStart([Buffer.from('{"start_time":2}\n{"start_'), Buffer.from('time":1}')]);
+  it('joins chunks that split a line, and ends the last line', async () => {
+    const out = await linesByStart([Buffer.from('{"start_time":2}\n{"start_'), Buffer.from('time":1}')]);
     expect(text(out)).toBe('{"start_time":1}\n{"start_time":2}\n');
   });
 
-  it('returns the lines as they are when they are in order already', () => {
+  it('returns the lines as they are when they are in order already', async () => {
     const chunk = Buffer.from('{"start_time":1}\n{"start_time":1}\n{"start_time":2}\n');
-    const out = linesByStart(chunk);
+    const out = await linesByStart(chunk);
     expect(out).toHaveLength(3);
     expect(out[0]?.buffer).toBe(chunk.buffer);
   });
 
-  it('puts a line without a numeric start time first', () => {
+  it('lets the event loop run while it scans a large batch', async () => {
+    const chunks = Array.from({ length: 10_000 }, (_, i) => Buffer.from(`{"start_time":${10_000 - i}}\n`));
+    let ran = false;
+    setImmediate(() => (ran = true));
+    const out = await linesByStart(chunks);
+    expect(ran).toBe(true);
+    expect(startOf(out[0] as Buffer)).toBe(1);
+    expect(out).toHaveLength(10_000);
+  });
+
+  it('puts a line without a numeric start time first', async () => {
     expect(startOf(Buffer.from('{"start_time":"soon"}'))).toBe(-Infinity);
     expect(startOf(Buffer.from('{"org_id":"o"}'))).toBe(-Infinity);
-    expect(text(linesByStart(Buffer.from('{"start_time":3}\n{"start_time":"x"}\n')))).toBe('{"start_time":"x"}\n{"start_time":3}\n');
+    expect(text(await linesByStart(Buffer.from('{"start_time":3}\n{"start_time":"x"}\n')))).toBe('{"start_time":"x"}\n{"start_time":3}\n');
   });
 });
 
