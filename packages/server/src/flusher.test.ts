@@ -93,6 +93,17 @@ describe('Flusher with a real DuckDB store', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
   const count = async () => Number((await store.query('SELECT count(*)::INTEGER AS n FROM spans'))[0]?.n);
+  /** The real store, noting the rows of each insert as it starts. */
+  const countingInserts = (): { counting: OutageStore; inserts: number[] } => {
+    const inserts: number[] = [];
+    const counting = new OutageStore(store, 0);
+    const insert = counting.insertLines.bind(counting);
+    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
+      inserts.push(rows);
+      return insert(lines as Buffer, rows);
+    };
+    return { counting, inserts };
+  };
   /** A flusher closed after the test, before the log and store it uses. */
   const built = (f: Flusher): Flusher => {
     flushers.push(f);
@@ -211,13 +222,7 @@ describe('Flusher with a real DuckDB store', () => {
   });
 
   it('gathers sustained traffic into one backlog-size insert, and flushes a burst once its rate falls', async () => {
-    const inserts: number[] = [];
-    const counting = new OutageStore(store, 0);
-    const insert = counting.insertLines.bind(counting);
-    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
-      inserts.push(rows);
-      return insert(lines as Buffer, rows);
-    };
+    const { counting, inserts } = countingInserts();
     const opts = {
       intervalMs: 20,
       maxRows: 64,
@@ -274,13 +279,7 @@ describe('Flusher with a real DuckDB store', () => {
   });
 
   it('flushes every tick with gathering off, as light traffic is', async () => {
-    const inserts: number[] = [];
-    const counting = new OutageStore(store, 0);
-    const insert = counting.insertLines.bind(counting);
-    counting.insertLines = async (lines: Buffer | readonly Buffer[], rows: number) => {
-      inserts.push(rows);
-      return insert(lines as Buffer, rows);
-    };
+    const { counting, inserts } = countingInserts();
     const f = built(
       new Flusher(log, counting, { intervalMs: 20, maxRows: 64, backlogMaxRows: 200, timeoutMs: 5000, deadLetterDir: path.join(dir, 'dead') }, logger, metrics),
     );
